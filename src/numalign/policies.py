@@ -1,0 +1,243 @@
+"""Topology Manager policies and policy options, with the kubelet's names and messages.
+
+* :func:`parse_policy` accepts every spelling users have in their objects and returns the
+  kubelet policy plus the scope the spelling implies (``pod-level-single-numa-node`` and
+  NRT's ``...PodLevel`` imply pod scope).
+* :func:`parse_options` validates ``topologyManagerPolicyOptions`` as the kubelet does.
+* :class:`TopologyPolicy` is a policy bound to a machine's NUMA nodes; its :meth:`merge`
+  turns provider hints into the best hint and the admit decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from numalign.bitmask import mask_of
+from numalign.errors import InputError
+from numalign.hints import (
+    GeneratedHints,
+    HintList,
+    ProviderHints,
+    TopologyHint,
+    flatten,
+)
+from numalign.merge import NARROWEST, FitOrder, merge_lists
+
+
+class Policy(StrEnum):
+    NONE = "none"
+    BEST_EFFORT = "best-effort"
+    RESTRICTED = "restricted"
+    SINGLE_NUMA_NODE = "single-numa-node"
+
+
+class Scope(StrEnum):
+    CONTAINER = "container"
+    POD = "pod"
+
+
+#: Every accepted spelling -> (policy, implied scope or None).
+_SPELLINGS: dict[str, tuple[Policy, Scope | None]] = {
+    # kubelet (--topology-manager-policy) and Volcano (volcano.sh/numa-topology-policy)
+    "none": (Policy.NONE, None),
+    "best-effort": (Policy.BEST_EFFORT, None),
+    "restricted": (Policy.RESTRICTED, None),
+    "single-numa-node": (Policy.SINGLE_NUMA_NODE, None),
+    # KEP-693 per-pod policy
+    "pod-level-single-numa-node": (Policy.SINGLE_NUMA_NODE, Scope.POD),
+    # Koordinator (node.koordinator.sh/numa-topology-policy, numaTopologyPolicy) and NRT
+    "": (Policy.NONE, None),
+    "None": (Policy.NONE, None),
+    "BestEffort": (Policy.BEST_EFFORT, None),
+    "Restricted": (Policy.RESTRICTED, None),
+    "SingleNUMANode": (Policy.SINGLE_NUMA_NODE, None),
+    # NodeResourceTopology v1alpha1/v1alpha2 TopologyPolicies enum
+    "BestEffortContainerLevel": (Policy.BEST_EFFORT, Scope.CONTAINER),
+    "BestEffortPodLevel": (Policy.BEST_EFFORT, Scope.POD),
+    "RestrictedContainerLevel": (Policy.RESTRICTED, Scope.CONTAINER),
+    "RestrictedPodLevel": (Policy.RESTRICTED, Scope.POD),
+    "SingleNUMANodeContainerLevel": (Policy.SINGLE_NUMA_NODE, Scope.CONTAINER),
+    "SingleNUMANodePodLevel": (Policy.SINGLE_NUMA_NODE, Scope.POD),
+}
+
+
+def parse_policy(name: object, field: str = "policy") -> tuple[Policy, Scope | None]:
+    """Resolve any accepted policy spelling; unknown names get the kubelet's message."""
+    if not isinstance(name, str):
+        raise InputError(f"must be a string, got {type(name).__name__}", field)
+    try:
+        return _SPELLINGS[name]
+    except KeyError:
+        raise InputError(f'unknown policy: "{name}"', field) from None
+
+
+def parse_scope(name: object, field: str = "scope") -> Scope:
+    if not isinstance(name, str) or name not in (Scope.CONTAINER, Scope.POD):
+        raise InputError(f'unknown scope: "{name}"', field)
+    return Scope(name)
+
+
+PREFER_CLOSEST = "prefer-closest-numa-nodes"
+MAX_ALLOWABLE = "max-allowable-numa-nodes"
+DEFAULT_MAX_NUMA_NODES = 8
+
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """Parsed ``topologyManagerPolicyOptions``."""
+
+    prefer_closest: bool = False
+    max_allowable_numa_nodes: int = DEFAULT_MAX_NUMA_NODES
+
+
+def parse_bool(value: object, name: str) -> bool:
+    """Go ``strconv.ParseBool`` with the kubelet's error text."""
+    if isinstance(value, bool):
+        return value
+    text = str(value)
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise InputError(
+        f'bad value for option "{name}": strconv.ParseBool: parsing "{text}": invalid syntax'
+    )
+
+
+def parse_options(raw: Mapping[str, object] | None, field: str = "options") -> PolicyOptions:
+    """Validate policy options as the kubelet's ``NewPolicyOptions`` does."""
+    if raw is None:
+        return PolicyOptions()
+    if not isinstance(raw, Mapping):
+        raise InputError("must be an object of option name to string value", field)
+    prefer = False
+    max_nodes = DEFAULT_MAX_NUMA_NODES
+    for name, value in raw.items():
+        try:
+            if name == PREFER_CLOSEST:
+                prefer = parse_bool(value, name)
+            elif name == MAX_ALLOWABLE:
+                max_nodes = _parse_max_nodes(value)
+            else:
+                raise InputError(f'unknown Topology Manager Policy option: "{name}"')
+        except InputError as e:
+            raise InputError(e.problem, f"{field}.{name}") from None
+    return PolicyOptions(prefer_closest=prefer, max_allowable_numa_nodes=max_nodes)
+
+
+def _parse_max_nodes(value: object) -> int:
+    text = str(value)
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        n = int(text, 10)
+    except ValueError:
+        raise InputError(
+            f"unable to convert policy option to integer {MAX_ALLOWABLE!r}: "
+            f'strconv.Atoi: parsing "{text}": invalid syntax'
+        ) from None
+    if n < DEFAULT_MAX_NUMA_NODES:
+        raise InputError(
+            f"the minimum value of {MAX_ALLOWABLE!r} should not be less than "
+            f"{DEFAULT_MAX_NUMA_NODES}, value: {n}"
+        )
+    return n
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """The policy's answer: the best hint and whether the pod is admitted."""
+
+    hint: TopologyHint
+    admit: bool
+
+
+@dataclass(frozen=True)
+class TopologyPolicy:
+    """A policy bound to a machine: NUMA node ids, options and (for prefer-closest) distances.
+
+    Construction applies the kubelet's manager checks: more NUMA nodes than
+    ``max-allowable-numa-nodes`` is refused with the kubelet's message, and
+    ``prefer-closest-numa-nodes`` needs a distance for every ordered pair of nodes.
+    """
+
+    policy: Policy
+    nodes: tuple[int, ...]
+    options: PolicyOptions = field(default_factory=PolicyOptions)
+    distances: Mapping[int, Mapping[int, int]] | None = None
+
+    def __post_init__(self) -> None:
+        if len(set(self.nodes)) != len(self.nodes):
+            raise InputError("duplicate NUMA node id", "numa_nodes")
+        if not self.nodes:
+            raise InputError("a machine needs at least one NUMA node", "numa_nodes")
+        mask_of(self.nodes)  # range check
+        if self.policy is Policy.NONE:
+            return
+        if len(self.nodes) > self.options.max_allowable_numa_nodes:
+            raise InputError(
+                f"unsupported on machines with more than "
+                f"{self.options.max_allowable_numa_nodes} NUMA Nodes "
+                f"(this machine has {len(self.nodes)}; raise {MAX_ALLOWABLE})"
+            )
+        if self.options.prefer_closest:
+            if self.distances is None:
+                raise InputError(
+                    f"{PREFER_CLOSEST} needs NUMA distances "
+                    "(error getting NUMA distances)",
+                    "distances",
+                )
+            for i in self.nodes:
+                row = self.distances.get(i)
+                if row is None:
+                    raise InputError(f"missing row for node {i}", "distances")
+                for j in self.nodes:
+                    if j not in row:
+                        raise InputError(f"missing entry for node {j}", f"distances.{i}")
+
+    @property
+    def default_mask(self) -> int:
+        return mask_of(self.nodes)
+
+    @property
+    def fit(self) -> FitOrder:
+        if self.options.prefer_closest and self.policy is not Policy.SINGLE_NUMA_NODE:
+            return FitOrder(self.distances)
+        return NARROWEST
+
+    def merge(self, providers: Sequence[ProviderHints]) -> MergeResult:
+        """Merge provider hints (one entry per provider, kubelet provider order)."""
+        if self.policy is Policy.NONE:
+            return MergeResult(TopologyHint(None, False), True)
+        lists = flatten(providers)
+        default = self.default_mask
+        if self.policy is Policy.SINGLE_NUMA_NODE:
+            best = merge_lists([_single_numa_only(h) for h in lists], default, self.fit)
+            if best.affinity == default:
+                best = TopologyHint(None, best.preferred)
+            return MergeResult(best, best.preferred)
+        best = merge_lists(lists, default, self.fit)
+        if self.policy is Policy.BEST_EFFORT:
+            return MergeResult(best, True)
+        return MergeResult(best, best.preferred)
+
+
+def _single_numa_only(hints: HintList) -> list[TopologyHint]:
+    """single-numa-node keeps preferred hints that are None or one NUMA node."""
+    if isinstance(hints, GeneratedHints):
+        out = [
+            g
+            for g in (hints.hint(1 << i) for i in hints.nodes)
+            if g.preferred and hints.contains(g.affinity or 0)
+        ]
+        return out
+    return [
+        h
+        for h in hints
+        if h.preferred and (h.affinity is None or h.affinity.bit_count() == 1)
+    ]

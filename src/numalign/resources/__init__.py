@@ -1,0 +1,1 @@
+"""Resource providers: hints and allocation for CPUs, memory and devices (kubelet managers)."""
