@@ -38,7 +38,7 @@ def parse_cpulist(text: object, field: str | None = None) -> frozenset[int]:
     ``field`` names the input in the error message (``kubelet.reservedSystemCPUs``).
     """
     if isinstance(text, bool) or not isinstance(text, str | int):
-        raise InputError(f"expected a cpulist string like \"0-3,8\", got {text!r}", field)
+        raise InputError(f'expected a cpulist string like "0-3,8", got {text!r}', field)
     if isinstance(text, int):
         # YAML turns `reservedSystemCPUs: 0` into an int; treat it as the one-element list.
         if text < 0:

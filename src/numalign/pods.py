@@ -5,17 +5,40 @@ the QoS / effective-request rules live here too (see ``spec/kubelet.md`` section
 
 Units inside the engine: ``cpu`` in millicores; ``memory``, ``hugepages-<size>`` and
 ``ephemeral-storage`` in bytes; extended resources (``nvidia.com/gpu``) as counts.
+
+Manifest parsing (:func:`parse_pods`, :func:`read_pod_files`) accepts a single ``v1`` Pod, a
+``kind: List`` (or ``PodList``) with ``items``, and multi-document YAML; empty documents are
+skipped. ``apiVersion`` may be omitted; if present it must be ``v1``. What it keeps:
+
+* ``metadata.name`` (required), ``metadata.namespace`` (default ``default``),
+  ``metadata.uid`` (default: :func:`default_uid`, ``uuid5(NAMESPACE_URL,
+  "numalign:pod:<namespace>/<name>")``, so the same manifest always gets the same uid),
+  ``metadata.annotations``;
+* ``spec.initContainers`` (``restartPolicy: Always`` makes a sidecar) and ``spec.containers``
+  with ``resources.requests`` / ``resources.limits``; a missing request defaults to the limit
+  (API defaulting), for every resource;
+* ``spec.topologyPolicy`` (the KEP-693 per-pod policy sketch).
+
+It applies the API server's validation that matters for alignment: quantities are
+non-negative, requests do not exceed limits, hugepages and extended resources (not
+overcommittable) need a limit equal to the request, extended resources are whole numbers,
+container names are unique. Pod-level resources (``spec.resources``) are not modelled and
+are rejected. The QoS class is computed as the kubelet's ``GetPodQOS`` does, on the exact
+quantities.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
+
+import yaml
 
 from numalign.errors import InputError
 
@@ -161,3 +184,348 @@ def cpu_millis(q: Fraction) -> int:
 def quantity_int(q: Fraction) -> int:
     """Integer value (bytes, counts), rounded up like ``Quantity.Value``."""
     return _round_away(q)
+
+
+# --------------------------------------------------------------------------------------------
+# QoS, effective requests, guaranteed CPUs
+# --------------------------------------------------------------------------------------------
+
+_QOS_RESOURCES = ("cpu", "memory")
+
+
+def compute_qos(
+    containers: Iterable[tuple[Mapping[str, int | Fraction], Mapping[str, int | Fraction]]],
+) -> QOSClass:
+    """The kubelet's ``GetPodQOS`` over (requests, limits) of every container (init + app).
+
+    Requests must already carry the API defaulting (missing request = limit). Only ``cpu`` and
+    ``memory`` count and only positive values. Requests and limits are summed over the pod;
+    the pod is Guaranteed when every container has positive cpu and memory limits and the
+    summed requests equal the summed limits for each resource; BestEffort when no container
+    has any positive cpu/memory request or limit; Burstable otherwise.
+    """
+    req_sum: dict[str, Fraction] = {}
+    lim_sum: dict[str, Fraction] = {}
+    guaranteed = True
+    for requests, limits in containers:
+        for name in _QOS_RESOURCES:
+            r = requests.get(name)
+            if r is not None and r > 0:
+                req_sum[name] = req_sum.get(name, Fraction(0)) + r
+            lim = limits.get(name)
+            if lim is not None and lim > 0:
+                lim_sum[name] = lim_sum.get(name, Fraction(0)) + lim
+            else:
+                guaranteed = False
+    if not req_sum and not lim_sum:
+        return QOSClass.BEST_EFFORT
+    if (
+        guaranteed
+        and all(lim_sum.get(k) == v for k, v in req_sum.items())
+        and len(req_sum) == len(lim_sum)
+    ):
+        return QOSClass.GUARANTEED
+    return QOSClass.BURSTABLE
+
+
+def pod_qos(containers: Iterable[Container]) -> QOSClass:
+    """:func:`compute_qos` over :class:`Container` objects (engine units)."""
+    return compute_qos((c.requests, c.limits) for c in containers)
+
+
+def _effective(pod: Pod, value: Callable[[Container], Mapping[str, int]]) -> dict[str, int]:
+    names: set[str] = set()
+    for c in pod.containers:
+        names.update(value(c))
+    out: dict[str, int] = {}
+    for name in sorted(names):
+        sidecar_sum = 0
+        init_max = 0
+        for c in pod.init_containers:
+            n = value(c).get(name, 0)
+            if c.kind is ContainerKind.SIDECAR:
+                sidecar_sum += n
+            else:
+                init_max = max(init_max, sidecar_sum + n)
+        app_sum = sum(value(c).get(name, 0) for c in pod.app_containers)
+        out[name] = max(init_max, app_sum + sidecar_sum)
+    return out
+
+
+def effective_pod_requests(pod: Pod) -> dict[str, int]:
+    """Per-resource effective pod request with sidecars (KEP-753), pod overhead excluded.
+
+    Walking init containers in order: a sidecar adds its request to ``sidecarSum``; a regular
+    init container needs ``sidecarSum + request`` while it runs (``initMax`` keeps the
+    largest). The pod needs ``max(initMax, sum(app requests) + sidecarSum)``.
+    """
+    return _effective(pod, lambda c: c.requests)
+
+
+def effective_pod_limits(pod: Pod) -> dict[str, int]:
+    """Like :func:`effective_pod_requests` over limits (the device manager's pod-scope input)."""
+    return _effective(pod, lambda c: c.limits)
+
+
+def guaranteed_cpus(pod: Pod, container: Container) -> int:
+    """Exclusive CPUs the static CPU manager gives ``container`` (kubelet ``guaranteedCPUs``).
+
+    Non-zero only in a Guaranteed pod whose container requests a whole number of CPUs
+    (``2`` or ``2000m``, not ``1500m``).
+    """
+    if pod.qos is not QOSClass.GUARANTEED:
+        return 0
+    millis = container.requests.get("cpu", 0)
+    if millis <= 0 or millis % 1000:
+        return 0
+    return millis // 1000
+
+
+def pod_guaranteed_cpus(pod: Pod) -> int:
+    """Exclusive CPUs of the whole pod (kubelet ``podGuaranteedCPUs``, pod scope).
+
+    Same init / sidecar accumulation as :func:`effective_pod_requests`, over
+    :func:`guaranteed_cpus` of each container.
+    """
+    sidecar_sum = 0
+    init_max = 0
+    for c in pod.init_containers:
+        n = guaranteed_cpus(pod, c)
+        if c.kind is ContainerKind.SIDECAR:
+            sidecar_sum += n
+        else:
+            init_max = max(init_max, sidecar_sum + n)
+    app_sum = sum(guaranteed_cpus(pod, c) for c in pod.app_containers)
+    return max(init_max, app_sum + sidecar_sum)
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests
+# --------------------------------------------------------------------------------------------
+
+_POD_KINDS = ("Pod",)
+_LIST_KINDS = ("List", "PodList")
+
+
+def default_uid(namespace: str, name: str) -> str:
+    """The uid of a pod manifest without ``metadata.uid``: deterministic in namespace/name."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"numalign:pod:{namespace}/{name}"))
+
+
+def _is_native(resource: str) -> bool:
+    """Resources in the kubernetes.io namespace (unprefixed names included)."""
+    if "/" not in resource:
+        return True
+    prefix = resource.split("/", 1)[0]
+    return prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io")
+
+
+def _overcommit_allowed(resource: str) -> bool:
+    return _is_native(resource) and not resource.startswith("hugepages-")
+
+
+def _engine_units(resource: str, q: Fraction) -> int:
+    return cpu_millis(q) if resource == "cpu" else quantity_int(q)
+
+
+def _mapping(value: object, field: str) -> Mapping[str, object]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"expected a mapping, got {type(value).__name__}", field)
+    for k in value:
+        if not isinstance(k, str):
+            raise InputError(f"key {k!r} is not a string", field)
+    return value
+
+
+def _string(value: object, field: str, *, required: bool = True) -> str | None:
+    if value is None:
+        if required:
+            raise InputError("missing required field", field)
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"expected a string, got {type(value).__name__}", field)
+    if required and not value:
+        raise InputError("must not be empty", field)
+    return value
+
+
+def _resource_list(value: object, field: str) -> dict[str, Fraction]:
+    out: dict[str, Fraction] = {}
+    for name, raw in _mapping(value, field).items():
+        f = f"{field}.{name}"
+        if not name:
+            raise InputError("empty resource name", field)
+        q = parse_quantity(raw, f)
+        if q < 0:
+            raise InputError(f'must be non-negative, got "{raw}"', f)
+        if not _is_native(name) and q.denominator != 1:
+            raise InputError(f'must be a whole number, got "{raw}"', f)
+        out[name] = q
+    return out
+
+
+def _parse_container(
+    raw: object, field: str, kind: ContainerKind
+) -> tuple[Container, dict[str, Fraction], dict[str, Fraction]]:
+    doc = _mapping(raw, field)
+    name = _string(doc.get("name"), f"{field}.name")
+    assert name is not None
+    if kind is not ContainerKind.APP:
+        policy = doc.get("restartPolicy")
+        if policy == "Always":
+            kind = ContainerKind.SIDECAR
+        elif policy is not None:
+            raise InputError(
+                f'unsupported value {policy!r}: init containers allow only "Always"',
+                f"{field}.restartPolicy",
+            )
+    res = _mapping(doc.get("resources"), f"{field}.resources")
+    requests = _resource_list(res.get("requests"), f"{field}.resources.requests")
+    limits = _resource_list(res.get("limits"), f"{field}.resources.limits")
+    for rname, lim in limits.items():
+        requests.setdefault(rname, lim)  # API defaulting: request defaults to the limit
+    for rname, req in requests.items():
+        f = f"{field}.resources.requests.{rname}"
+        lim_q = limits.get(rname)
+        if not _overcommit_allowed(rname):
+            if lim_q is None:
+                raise InputError("limit must be set for a resource that cannot be overcommitted", f)
+            if lim_q != req:
+                raise InputError("must be equal to the limit (cannot be overcommitted)", f)
+        elif lim_q is not None and req > lim_q:
+            raise InputError("must be less than or equal to the limit", f)
+    container = Container(
+        name=name,
+        kind=kind,
+        requests={k: _engine_units(k, v) for k, v in requests.items()},
+        limits={k: _engine_units(k, v) for k, v in limits.items()},
+    )
+    return container, requests, limits
+
+
+def _parse_pod(doc: Mapping[str, object]) -> Pod:
+    meta = _mapping(doc.get("metadata"), "metadata")
+    name = _string(meta.get("name"), "metadata.name")
+    namespace = _string(meta.get("namespace"), "metadata.namespace", required=False) or "default"
+    assert name is not None
+    uid = _string(meta.get("uid"), "metadata.uid", required=False) or default_uid(namespace, name)
+    annotations: dict[str, str] = {}
+    for k, v in _mapping(meta.get("annotations"), "metadata.annotations").items():
+        annotations[k] = _string(v, f"metadata.annotations.{k}", required=False) or ""
+
+    spec = _mapping(doc.get("spec"), "spec")
+    if spec.get("resources") is not None:
+        raise InputError("pod-level resources are not supported", "spec.resources")
+    topology_policy = _string(spec.get("topologyPolicy"), "spec.topologyPolicy", required=False)
+
+    parsed: list[tuple[Container, dict[str, Fraction], dict[str, Fraction]]] = []
+    seen: set[str] = set()
+    for key, kind in (("initContainers", ContainerKind.INIT), ("containers", ContainerKind.APP)):
+        items = spec.get(key)
+        if items is None:
+            items = []
+        if not isinstance(items, Sequence) or isinstance(items, str):
+            raise InputError(f"expected a list, got {type(items).__name__}", f"spec.{key}")
+        if key == "containers" and not items:
+            raise InputError("a pod needs at least one container", "spec.containers")
+        for i, raw in enumerate(items):
+            entry = _parse_container(raw, f"spec.{key}[{i}]", kind)
+            if entry[0].name in seen:
+                raise InputError(
+                    f"duplicate container name {entry[0].name!r}", f"spec.{key}[{i}].name"
+                )
+            seen.add(entry[0].name)
+            parsed.append(entry)
+    qos = compute_qos((req, lim) for _, req, lim in parsed)
+    return Pod(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        qos=qos,
+        containers=tuple(c for c, _, _ in parsed),
+        annotations=annotations,
+        topology_policy=topology_policy,
+    )
+
+
+def _parse_document(doc: object, out: list[Pod]) -> None:
+    """Parse one document (a Pod or a List) into ``out``; errors carry field paths."""
+    body = _mapping(doc, "document")
+    kind = body.get("kind")
+    api = body.get("apiVersion")
+    if api is not None and api != "v1":
+        raise InputError(f'unsupported apiVersion {api!r}, expected "v1"', "apiVersion")
+    if kind in _LIST_KINDS:
+        items = body.get("items")
+        if items is None:
+            items = []
+        if not isinstance(items, Sequence) or isinstance(items, str):
+            raise InputError(f"expected a list, got {type(items).__name__}", "items")
+        for i, item in enumerate(items):
+            try:
+                _parse_document(item, out)
+            except InputError as e:
+                raise e.within(f"items[{i}]") from None
+        return
+    if kind not in _POD_KINDS:
+        if kind is None:
+            raise InputError("missing required field (expected Pod or List)", "kind")
+        raise InputError(f"unsupported kind {kind!r}, expected Pod or List", "kind")
+    out.append(_parse_pod(body))
+
+
+def parse_pods(documents: object, source: str = "pods") -> list[Pod]:
+    """Pods from parsed manifest documents.
+
+    ``documents`` is one document (a mapping: a Pod or a List) or a sequence of documents
+    (the result of ``yaml.safe_load_all``); ``None`` documents are skipped. Errors are one
+    line: ``<source>: <field path>: <problem>``, with ``<source>[<n>]`` naming the document
+    when there are several.
+    """
+    docs: list[object]
+    if isinstance(documents, Sequence) and not isinstance(documents, str | bytes):
+        docs = list(documents)
+    else:
+        docs = [documents]
+    several = len(docs) > 1
+    out: list[Pod] = []
+    for n, doc in enumerate(docs):
+        if doc is None:
+            continue
+        where = f"{source}[{n}]" if several else source
+        try:
+            _parse_document(doc, out)
+        except InputError as e:
+            raise InputError(e.problem, f"{where}: {e.field}" if e.field else where) from None
+    return out
+
+
+def read_pod_files(paths: Iterable[str]) -> list[Pod]:
+    """Pods from YAML/JSON manifest files (multi-document YAML allowed), in file order.
+
+    Read errors and YAML syntax errors become one-line :class:`InputError`s naming the file.
+    Duplicate pod keys are not checked here (a replay may submit the same pod twice).
+    """
+    pods: list[Pod] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                docs = list(yaml.safe_load_all(fh))
+        except OSError as e:
+            raise InputError(f"cannot read: {e.strerror or e}", path) from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"not UTF-8 text: {e.reason}", path) from None
+        except yaml.YAMLError as e:
+            raise InputError(f"invalid YAML: {_yaml_problem(e)}", path) from None
+        pods.extend(parse_pods(docs, path))
+    return pods
+
+
+def _yaml_problem(e: Exception) -> str:
+    """A one-line description of a PyYAML error, with its line and column."""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    mark = getattr(e, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
