@@ -31,10 +31,7 @@ def _fitter(current: TopologyHint, candidate: TopologyHint, fit: FitOrder) -> To
         return current
     if fit.distances is not None and a.bit_count() == b.bit_count():
         da, db = fit.average_distance(a), fit.average_distance(b)
-        if da == db:
-            winner = a if a < b else b
-        else:
-            winner = a if da < db else b
+        winner = (a if a < b else b) if da == db else (a if da < db else b)
     else:
         ca, cb = a.bit_count(), b.bit_count()
         winner = (a if a < b else b) if ca == cb else (a if ca < cb else b)

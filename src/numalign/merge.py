@@ -208,23 +208,21 @@ def merge_lists(
 def _best_preferred(views: list[_View], default: int, fit: FitOrder) -> int | None:
     key = preferred_key(fit)
     candidates: set[int] = set()
-    if all(v.gen is None and v.pref_nil for v in views) and default:
-        candidates.add(default)
-    sources = [v for v in views if v.gen is None and not v.pref_nil]
-    if sources:
-        source = min(sources, key=lambda v: len(v.pref_masks))
-        for m in source.pref_masks:
-            merged = m & default
-            if merged and all(v.accepts_preferred(m) for v in views):
-                candidates.add(merged)
-        return min(candidates, key=key) if candidates else None
+    explicit = [v for v in views if v.gen is None]
     generated = [v for v in views if v.gen is not None]
-    if not generated:
-        return min(candidates, key=key) if candidates else None
-    # Every explicit list offers a preferred None: candidates come from a generated list.
-    for m in _generated_preferred_candidates(generated[0], views, fit):
+    sources = [v for v in explicit if not v.pref_nil]
+    if sources:
+        # every preferred permutation picks one of this list's preferred masks
+        pool: set[int] = min((v.pref_masks for v in sources), key=len)
+    else:
+        if not generated and default:
+            candidates.add(default)  # every list can pick a preferred None
+        pool = set().union(*(v.pref_masks for v in explicit))
+        if generated:
+            pool |= set(_generated_preferred_candidates(generated[0], views, fit))
+    for m in pool:
         merged = m & default
-        if merged:
+        if merged and all(v.accepts_preferred(m) for v in views):
             candidates.add(merged)
     return min(candidates, key=key) if candidates else None
 
@@ -318,10 +316,13 @@ def _reachable(x: int, views: list[_View], default: int) -> bool:
         if i == len(gens):
             return _cover(target & ~covered, x, monotone)
         g = gens[i]
-        if x & ~g.universe == 0 and g.feasible(g.universe | x):
-            # the monotone part: its largest option excludes everything outside the universe
-            if choose_gen(i + 1, covered | (default & ~g.universe), [*monotone, g]):
-                return True
+        # the monotone part: its largest option excludes everything outside the universe
+        if (
+            x & ~g.universe == 0
+            and g.feasible(g.universe)
+            and choose_gen(i + 1, covered | (default & ~g.universe), [*monotone, g])
+        ):
+            return True
         return any(
             choose_gen(i + 1, covered | (default & ~e), monotone)
             for e in g.extra

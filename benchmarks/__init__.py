@@ -1,0 +1,1 @@
+"""numalign benchmarks (``make bench``). Never part of the test suite, never gating CI."""
