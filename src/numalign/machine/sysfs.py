@@ -1,0 +1,721 @@
+"""Discover a :class:`~numalign.machine.model.Machine` from Linux sysfs.
+
+Sources: the live system (root ``/``), a captured root directory (``sys/`` and optionally
+``proc/`` below it, as written by ``hwloc-gather-topology``), or such a capture packed as
+``.tar.bz2``/``.tar.gz``/``.tar.xz``/``.tar`` (extracted to a temporary directory with
+``tarfile``'s ``data`` filter: no absolute paths, no ``..``, no links leaving the tree).
+
+What is read:
+
+* NUMA nodes: ``node/online`` (else the ``nodeN`` directories), ``nodeN/cpulist`` (else the hex
+  ``cpumap``), ``nodeN/meminfo`` ``MemTotal``, ``nodeN/hugepages/hugepages-<size>kB/nr_hugepages``
+  and ``nodeN/distance`` (columns = the online nodes, else the possible nodes).
+* CPUs: ``cpuN/topology/{core_id,physical_package_id,die_id}``, online state (``cpu/online`` or
+  ``cpuN/online``), the L3 cache id (``cache/index*/level`` = 3, its ``id``, else the lowest CPU of
+  ``shared_cpu_list``/``shared_cpu_map``).
+* PCI functions under ``bus/pci/devices``: ``numa_node``, ``class``, ``vendor``, ``device``, the
+  root port and switch above (from the resolved device path), ``sriov_numvfs``, ``virtfn*``,
+  ``physfn``, ``infiniband/`` and ``net/``.
+
+Real machines are messy; these are reported as warnings (:attr:`Discovery.warnings`), never
+as crashes: NUL-padded files, missing files, node ids that are not ``0..N-1``, memory-only
+nodes, an offline node 0, CPUs listed by nodes but absent, online CPUs on no online node (left
+out: the kubelet does not see them either), offline CPUs, ``physical_package_id`` = -1 (the NUMA
+node id stands in), and firmware that lists the same CPUs on several nodes: when every such node
+lists the same CPU set, only the lowest of them is kept (hwloc does the same); otherwise each CPU
+goes to the lowest node listing it.
+
+``Cpu.core`` is normalised to the kubelet's machine-wide core id: the lowest CPU id among the
+threads sharing (NUMA node, package, die, ``core_id``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tarfile
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from numalign.errors import InputError
+from numalign.machine.devices_naming import DeviceRules, PciDevice
+from numalign.machine.model import Cpu, Machine, NumaNode
+
+_NODE_RE = re.compile(r"node(\d+)")
+_CPU_RE = re.compile(r"cpu(\d+)")
+_BUSID_RE = re.compile(r"[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+_TAR_SUFFIXES = (".tar.bz2", ".tbz2", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar")
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """The result of a discovery: the machine, what looked odd, and the raw PCI inventory."""
+
+    machine: Machine
+    warnings: list[str] = field(default_factory=list)
+    pci: tuple[PciDevice, ...] = ()
+
+
+# --------------------------------------------------------------------------- list formats
+
+
+def parse_cpulist(text: str) -> frozenset[int]:
+    """Parse a Linux list (``0-3,8,10-11``; ``1-7:2`` strides). Raises ``ValueError``."""
+    out: set[int] = set()
+    text = text.strip()
+    if not text:
+        return frozenset()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        stride = 1
+        if ":" in part:
+            part, s = part.split(":", 1)
+            stride = int(s.split("/")[0])
+            if stride < 1:
+                raise ValueError(f"bad stride in {text!r}")
+        if "-" in part:
+            lo_s, hi_s = part.split("-", 1)
+            lo, hi = int(lo_s), int(hi_s)
+            if lo < 0 or hi < lo:
+                raise ValueError(f"bad range {part!r}")
+            out.update(range(lo, hi + 1, stride))
+        else:
+            v = int(part)
+            if v < 0:
+                raise ValueError(f"negative id {part!r}")
+            out.add(v)
+    return frozenset(out)
+
+
+def parse_cpumask(text: str) -> frozenset[int]:
+    """Parse a hex mask of comma-separated 32-bit words, most significant first (``ff,0000000f``)."""
+    words = [w.strip().removeprefix("0x") for w in text.strip().split(",")]
+    value = 0
+    for w in words:
+        if not w:
+            w = "0"
+        value = (value << 32) | int(w, 16)
+    out: set[int] = set()
+    bit = 0
+    while value:
+        if value & 1:
+            out.add(bit)
+        value >>= 1
+        bit += 1
+    return frozenset(out)
+
+
+def format_cpulist(ids: Iterable[int]) -> str:
+    """Format ids as a Linux list: ``0-3,8,10-11``."""
+    s = sorted(set(ids))
+    parts: list[str] = []
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
+            j += 1
+        parts.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+# --------------------------------------------------------------------------- capture handling
+
+
+def is_tarball(path: str | Path) -> bool:
+    return str(path).endswith(_TAR_SUFFIXES)
+
+
+def find_root(directory: str | Path) -> Path:
+    """The directory holding ``sys/devices/system/cpu`` (``directory`` or one up to 3 levels below).
+
+    Raises :class:`InputError` when there is none: the directory is not a sysfs root.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise InputError("not a directory", str(directory))
+    if (d / "sys" / "devices" / "system" / "cpu").is_dir():
+        return d
+    for depth in (1, 2, 3):
+        hits = sorted(p.parent for p in d.glob("/".join(["*"] * depth) + "/sys") if p.is_dir())
+        hits = [h for h in hits if (h / "sys" / "devices" / "system" / "cpu").is_dir()]
+        if hits:
+            return hits[0]
+    raise InputError("not a sysfs root: no sys/devices/system/cpu below it", str(directory))
+
+
+def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
+    """Safely unpack a captured tree into ``dest`` and return its root (the parent of ``sys/``).
+
+    Members that would escape ``dest`` (absolute paths, ``..``, links pointing outside), device
+    files and the like are skipped.
+    """
+    dest = Path(dest)
+    try:
+        with tarfile.open(tarball, "r:*") as tf:
+            for member in tf:
+                try:
+                    safe = tarfile.data_filter(member, str(dest))
+                except tarfile.FilterError:
+                    continue
+                if safe is None:
+                    continue
+                try:
+                    tf.extract(safe, dest, set_attrs=False, filter="fully_trusted")
+                except (OSError, tarfile.TarError):
+                    continue
+    except (OSError, tarfile.TarError, EOFError) as e:
+        raise InputError(f"cannot read capture: {e}", str(tarball)) from None
+    return find_root(dest)
+
+
+@contextmanager
+def opened_capture(path: str | Path) -> Iterator[Path]:
+    """Yield the sysfs root of a directory or tarball (extracted for the duration)."""
+    if is_tarball(path) and Path(path).is_file():
+        with tempfile.TemporaryDirectory(prefix="numalign-sysfs-") as tmp:
+            yield extract_capture(path, tmp)
+    else:
+        yield find_root(path)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class _Fs:
+    """File access below a root that remembers quirks instead of failing."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.nul_padded: list[str] = []
+        self.missing: dict[str, list[str]] = {}
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    def text(self, rel: str, what: str | None = None) -> str | None:
+        try:
+            data = (self.root / rel).read_bytes()
+        except OSError:
+            if what is not None:
+                self.missing.setdefault(what, []).append(rel)
+            return None
+        if b"\x00" in data:
+            self.nul_padded.append(rel)
+            data = data.replace(b"\x00", b"")
+        return data.decode("utf-8", "replace").strip()
+
+    def int_(self, rel: str, what: str | None = None) -> int | None:
+        t = self.text(rel, what)
+        if t is None:
+            return None
+        try:
+            return int(t, 0) if t.startswith("0x") else int(t)
+        except ValueError:
+            if what is not None:
+                self.missing.setdefault(what, []).append(rel + " (unparsable)")
+            return None
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.root / rel))
+        except OSError:
+            return []
+
+
+def _numbered(names: Iterable[str], pattern: re.Pattern[str]) -> list[int]:
+    out = []
+    for n in names:
+        m = pattern.fullmatch(n)
+        if m:
+            out.append(int(m.group(1)))
+    return sorted(out)
+
+
+def _plural(ids: Iterable[int]) -> str:
+    return format_cpulist(ids)
+
+
+@dataclass
+class _RawCpu:
+    id: int
+    online: bool
+    package: int | None
+    core_id: int | None
+    die: int | None
+    l3: int | None
+
+
+def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
+    base = "sys/devices/system/cpu"
+    ids = _numbered(fs.listdir(base), _CPU_RE)
+    online_txt = fs.text(f"{base}/online")
+    online_set: frozenset[int] | None = None
+    if online_txt is not None:
+        try:
+            online_set = parse_cpulist(online_txt)
+        except ValueError:
+            warnings.append(f"{base}/online is unparsable ({online_txt!r}); using cpuN/online")
+    out: dict[int, _RawCpu] = {}
+    no_topo: list[int] = []
+    for c in ids:
+        d = f"{base}/cpu{c}"
+        if online_set is not None:
+            online = c in online_set
+        else:
+            flag = fs.int_(f"{d}/online")
+            online = flag is None or flag != 0
+        package = fs.int_(f"{d}/topology/physical_package_id")
+        core_id = fs.int_(f"{d}/topology/core_id")
+        die = fs.int_(f"{d}/topology/die_id")
+        if online and (package is None or core_id is None):
+            no_topo.append(c)
+        l3: int | None = None
+        for idx in fs.listdir(f"{d}/cache"):
+            if not idx.startswith("index"):
+                continue
+            if fs.int_(f"{d}/cache/{idx}/level") != 3:
+                continue
+            l3 = fs.int_(f"{d}/cache/{idx}/id")
+            if l3 is None:
+                shared = fs.text(f"{d}/cache/{idx}/shared_cpu_list")
+                try:
+                    if shared is not None:
+                        l3 = min(parse_cpulist(shared), default=None)
+                    else:
+                        mask = fs.text(f"{d}/cache/{idx}/shared_cpu_map")
+                        if mask is not None:
+                            l3 = min(parse_cpumask(mask), default=None)
+                except ValueError:
+                    l3 = None
+            break
+        out[c] = _RawCpu(c, online, package, core_id, die, l3)
+    if no_topo:
+        warnings.append(
+            f"CPUs {_plural(no_topo)}: topology/core_id or physical_package_id missing; "
+            "each is taken as its own core"
+        )
+    return out
+
+
+@dataclass
+class _RawNode:
+    id: int
+    cpus: frozenset[int]
+    memory: int
+    hugepages: dict[int, int]
+    distance_row: list[int] | None
+
+
+def _read_node(fs: _Fs, n: int, warnings: list[str]) -> _RawNode:
+    d = f"sys/devices/system/node/node{n}"
+    cpus: frozenset[int] | None = None
+    t = fs.text(f"{d}/cpulist")
+    if t is not None:
+        try:
+            cpus = parse_cpulist(t)
+        except ValueError:
+            warnings.append(f"node {n}: cpulist unparsable ({t!r})")
+    if cpus is None:
+        t = fs.text(f"{d}/cpumap")
+        if t is not None:
+            try:
+                cpus = parse_cpumask(t)
+            except ValueError:
+                warnings.append(f"node {n}: cpumap unparsable ({t!r})")
+    if cpus is None:
+        links = _numbered(fs.listdir(d), _CPU_RE)
+        if not links:
+            warnings.append(f"node {n}: no cpulist, cpumap or cpuN entries; taken as CPU-less")
+        cpus = frozenset(links)
+    memory = 0
+    meminfo = fs.text(f"{d}/meminfo")
+    m = re.search(r"MemTotal:\s*(\d+)\s*kB", meminfo or "")
+    if m:
+        memory = int(m.group(1)) * 1024
+    else:
+        warnings.append(f"node {n}: no MemTotal in meminfo; memory taken as 0")
+    huge: dict[int, int] = {}
+    for h in fs.listdir(f"{d}/hugepages"):
+        hm = re.fullmatch(r"hugepages-(\d+)kB", h)
+        if not hm:
+            continue
+        size = int(hm.group(1)) * 1024
+        nr = fs.int_(f"{d}/hugepages/{h}/nr_hugepages")
+        if nr is None:
+            warnings.append(f"node {n}: {h}/nr_hugepages missing; taken as 0")
+            nr = 0
+        huge[size] = nr * size
+    row: list[int] | None = None
+    dist = fs.text(f"{d}/distance")
+    if dist is None:
+        warnings.append(f"node {n}: no distance file")
+    else:
+        try:
+            row = [int(x) for x in dist.split()]
+        except ValueError:
+            warnings.append(f"node {n}: distance unparsable ({dist!r})")
+    return _RawNode(n, cpus, memory, huge, row)
+
+
+def _proc_memtotal(fs: _Fs) -> int:
+    m = re.search(r"MemTotal:\s*(\d+)\s*kB", fs.text("proc/meminfo") or "")
+    return int(m.group(1)) * 1024 if m else 0
+
+
+def _read_nodes(fs: _Fs, cpu_ids: list[int], warnings: list[str]) -> tuple[
+    list[_RawNode], frozenset[int] | None, frozenset[int] | None
+]:
+    base = "sys/devices/system/node"
+    dirs = set(_numbered(fs.listdir(base), _NODE_RE))
+
+    def lst(name: str) -> frozenset[int] | None:
+        t = fs.text(f"{base}/{name}")
+        if t is None:
+            return None
+        try:
+            return parse_cpulist(t)
+        except ValueError:
+            warnings.append(f"{base}/{name} unparsable ({t!r})")
+            return None
+
+    online = lst("online")
+    possible = lst("possible")
+    if not dirs:
+        warnings.append(
+            "no NUMA information (sys/devices/system/node absent or empty): one node 0 with "
+            "every CPU and the memory of /proc/meminfo"
+        )
+        node = _RawNode(0, frozenset(cpu_ids), _proc_memtotal(fs), {}, [10])
+        return [node], frozenset({0}), None
+    if online is None:
+        ids = sorted(dirs)
+    else:
+        ids = sorted(i for i in online if i in dirs)
+        absent = sorted(online - dirs)
+        if absent:
+            warnings.append(f"nodes {_plural(absent)} are online but have no directory; ignored")
+        offline_dirs = sorted(dirs - online)
+        if offline_dirs:
+            warnings.append(f"nodes {_plural(offline_dirs)} have a directory but are not online; ignored")
+    if not ids:
+        raise InputError("no online NUMA node", str(fs.root / base))
+    return [_read_node(fs, n, warnings) for n in ids], online, possible
+
+
+def _distance_columns(
+    row_len: int, ids: list[int], online: frozenset[int] | None, possible: frozenset[int] | None
+) -> list[int] | None:
+    for cand in (sorted(online) if online else None, ids, sorted(possible) if possible else None):
+        if cand is not None and len(cand) == row_len:
+            return cand
+    if row_len > max(ids, default=0):
+        return list(range(row_len))
+    return None
+
+
+def _hostname(fs: _Fs, live: bool, fallback: str) -> str:
+    if live:
+        return socket.gethostname() or fallback
+    for rel in ("proc/sys/kernel/hostname", "etc/hostname"):
+        t = fs.text(rel)
+        if t:
+            return t.splitlines()[0].strip()
+    return fallback
+
+
+def _locality_from_cpus(fs: _Fs, rel: str, node_cpus: dict[int, frozenset[int]]) -> tuple[int, ...]:
+    """Without ``numa_node``: the nodes whose CPUs meet ``local_cpulist``/``local_cpus``.
+
+    Only a proper subset of the nodes counts (local CPUs = every CPU says nothing).
+    """
+    local: frozenset[int] | None = None
+    try:
+        t = fs.text(f"{rel}/local_cpulist")
+        if t is not None:
+            local = parse_cpulist(t)
+        else:
+            t = fs.text(f"{rel}/local_cpus")
+            if t is not None:
+                local = parse_cpumask(t)
+    except ValueError:
+        return ()
+    if not local:
+        return ()
+    near = tuple(sorted(n for n, cpus in node_cpus.items() if cpus & local))
+    with_cpus = [n for n, cpus in node_cpus.items() if cpus]
+    if not near or len(near) >= len(with_cpus):
+        return ()
+    return near
+
+
+def _read_pci(
+    fs: _Fs, node_ids: set[int], node_cpus: dict[int, frozenset[int]], warnings: list[str]
+) -> list[PciDevice]:
+    base = "sys/bus/pci/devices"
+    names = fs.listdir(base)
+    root_real = Path(os.path.realpath(fs.root))
+    devices_dir = root_real / "sys" / "devices"
+    out: list[PciDevice] = []
+    bad_numa: dict[int, list[str]] = {}
+    for name in names:
+        entry = fs.path(f"{base}/{name}")
+        real = Path(os.path.realpath(entry))
+        if not real.is_relative_to(root_real):
+            warnings.append(f"PCI device {name}: link leaves the sysfs root; ignored")
+            continue
+        rel = f"{base}/{name}"
+        cls = fs.int_(f"{rel}/class", "PCI class")
+        vendor = fs.int_(f"{rel}/vendor", "PCI vendor")
+        device = fs.int_(f"{rel}/device", "PCI device")
+        if cls is None:
+            continue
+        vendor = vendor or 0
+        device = device or 0
+        class_code = cls >> 8
+        if class_code >> 8 == 0x06:  # bridges: topology, not devices
+            continue
+        bridges: list[str] = []
+        host: str | None = None
+        if real.is_relative_to(devices_dir):
+            parts = real.relative_to(devices_dir).parts
+            if parts and parts[0].startswith("pci"):
+                host = parts[0]
+            bridges = [p for p in parts[:-1] if _BUSID_RE.fullmatch(p)]
+        numa: tuple[int, ...] = ()
+        nn = fs.int_(f"{rel}/numa_node")
+        if nn is not None and nn >= 0:
+            if nn in node_ids:
+                numa = (nn,)
+            else:
+                bad_numa.setdefault(nn, []).append(name)
+        elif nn is None:
+            numa = _locality_from_cpus(fs, rel, node_cpus)
+        physfn: str | None = None
+        if os.path.islink(entry / "physfn"):
+            physfn = Path(os.path.realpath(entry / "physfn")).name
+        virtfns = tuple(
+            sorted(
+                Path(os.path.realpath(entry / v)).name
+                for v in fs.listdir(rel)
+                if re.fullmatch(r"virtfn\d+", v)
+            )
+        )
+        out.append(
+            PciDevice(
+                bus_id=name,
+                vendor=vendor,
+                device=device,
+                class_code=class_code,
+                numa=numa,
+                pcie_root=bridges[0] if bridges else host,
+                pcie_switch=bridges[1] if len(bridges) >= 2 else None,
+                physfn=physfn,
+                sriov_numvfs=fs.int_(f"{rel}/sriov_numvfs") or 0,
+                virtfns=virtfns,
+                rdma=tuple(fs.listdir(f"{rel}/infiniband")),
+                netdevs=tuple(fs.listdir(f"{rel}/net")),
+            )
+        )
+    for nn, devs in sorted(bad_numa.items()):
+        warnings.append(
+            f"PCI devices {', '.join(devs)} report numa_node {nn}, which is not an online node; "
+            "taken as without NUMA locality"
+        )
+    return out
+
+
+def read_sysfs(
+    root: str | Path = "/", rules: DeviceRules | None = None, name: str | None = None
+) -> Discovery:
+    """Discover the machine below ``root`` (a directory holding ``sys/``; ``/`` = live)."""
+    live = os.path.realpath(root) == "/"
+    root_path = Path(root) if live else find_root(root)
+    fs = _Fs(root_path)
+    warnings: list[str] = []
+    raw_cpus = _read_cpus(fs, warnings)
+    if not raw_cpus:
+        raise InputError("not a sysfs root: no cpuN under sys/devices/system/cpu", str(root))
+    nodes, online_nodes, possible_nodes = _read_nodes(fs, sorted(raw_cpus), warnings)
+    node_by_id = {n.id: n for n in nodes}
+    ids = sorted(node_by_id)
+    all_ids = list(ids)
+
+    # -- quirks of the node list
+    if 0 not in node_by_id:
+        warnings.append(f"NUMA node 0 is offline or absent (online nodes: {_plural(ids)})")
+    if ids != list(range(len(ids))):
+        warnings.append(f"NUMA node ids are not 0..{len(ids) - 1}: {_plural(ids)}")
+
+    # -- firmware listing the same CPUs on several nodes
+    listing: dict[int, list[int]] = {}
+    for n in nodes:
+        for c in n.cpus:
+            listing.setdefault(c, []).append(n.id)
+    shared = {c: ns for c, ns in listing.items() if len(ns) > 1}
+    if shared:
+        with_cpus = [n for n in nodes if n.cpus]
+        if len({n.cpus for n in with_cpus}) == 1:
+            keep = with_cpus[0].id
+            dropped = [n.id for n in with_cpus[1:]]
+            warnings.append(
+                f"firmware lists the same CPUs {_plural(with_cpus[0].cpus)} on nodes "
+                f"{_plural(n.id for n in with_cpus)}: kept node {keep} only, as hwloc does "
+                f"(nodes {_plural(dropped)} ignored)"
+            )
+            for d in dropped:
+                del node_by_id[d]
+            nodes = [n for n in nodes if n.id in node_by_id]
+            ids = sorted(node_by_id)
+        else:
+            warnings.append(
+                f"CPUs {_plural(shared)} are listed on several NUMA nodes; each is given to the "
+                "lowest node listing it"
+            )
+
+    cpu_node: dict[int, int] = {}
+    for n in nodes:
+        for c in n.cpus:
+            cpu_node.setdefault(c, n.id)
+            cpu_node[c] = min(cpu_node[c], n.id)
+    ghost = sorted(c for c in cpu_node if c not in raw_cpus)
+    if ghost:
+        warnings.append(
+            f"CPUs {_plural(ghost)} are listed by NUMA nodes but absent from "
+            "sys/devices/system/cpu; ignored"
+        )
+    if not any(c in raw_cpus for c in cpu_node):
+        first = ids[0]
+        warnings.append(f"no NUMA node lists an existing CPU: every CPU put on node {first}")
+        cpu_node = {c: first for c in raw_cpus}
+    nodeless = sorted(c for c in raw_cpus if c not in cpu_node)
+    if nodeless:
+        on = [c for c in nodeless if raw_cpus[c].online]
+        off = [c for c in nodeless if not raw_cpus[c].online]
+        detail = []
+        if on:
+            detail.append(f"online {_plural(on)}")
+        if off:
+            detail.append(f"offline {_plural(off)}")
+        warnings.append(
+            f"CPUs on no online NUMA node ({'; '.join(detail)}) are left out, "
+            "as the kubelet does"
+        )
+    offline = sorted(c for c, r in raw_cpus.items() if not r.online and c in cpu_node)
+    if offline:
+        warnings.append(f"CPUs {_plural(offline)} are offline")
+    memless = [n.id for n in nodes if not any(c in raw_cpus for c in n.cpus)]
+    if memless:
+        warnings.append(f"NUMA nodes {_plural(memless)} have no CPUs (memory-only)")
+
+    # -- CPUs
+    no_pkg = sorted(
+        c for c, r in raw_cpus.items() if c in cpu_node and r.package is not None and r.package < 0
+    )
+    if no_pkg:
+        warnings.append(
+            f"CPUs {_plural(no_pkg)} report physical_package_id -1; their NUMA node id is used "
+            "as the socket"
+        )
+    groups: dict[tuple[int, int, int, int], list[int]] = {}
+    keys: dict[int, tuple[int, int, int, int]] = {}
+    sockets: dict[int, int] = {}
+    for c, r in raw_cpus.items():
+        if c not in cpu_node:
+            continue
+        numa = cpu_node[c]
+        sock = r.package if r.package is not None and r.package >= 0 else numa
+        sockets[c] = sock
+        core = r.core_id if r.core_id is not None else -1 - c  # own core when unknown
+        key = (numa, sock, r.die if r.die is not None else 0, core)
+        keys[c] = key
+        groups.setdefault(key, []).append(c)
+    core_of: dict[tuple[int, int, int, int], int] = {}
+    for key, members in groups.items():
+        on = [c for c in members if raw_cpus[c].online]
+        core_of[key] = min(on or members)
+    cpus = tuple(
+        Cpu(
+            id=c,
+            core=core_of[keys[c]],
+            socket=sockets[c],
+            numa=cpu_node[c],
+            uncore_cache=raw_cpus[c].l3,
+            die=raw_cpus[c].die,
+            online=raw_cpus[c].online,
+        )
+        for c in sorted(keys)
+    )
+
+    # -- distances
+    distances: dict[int, dict[int, int]] = {}
+    bad_rows: list[int] = []
+    for n in nodes:
+        if n.distance_row is None:
+            continue
+        cols = _distance_columns(len(n.distance_row), all_ids, online_nodes, possible_nodes)
+        if cols is None:
+            bad_rows.append(n.id)
+            continue
+        distances[n.id] = {j: v for j, v in zip(cols, n.distance_row, strict=True) if j in node_by_id}
+    if bad_rows:
+        warnings.append(
+            f"nodes {_plural(bad_rows)}: the distance row does not match the node list; ignored"
+        )
+    incomplete = [i for i in ids if any(j not in distances.get(i, {}) for j in ids)]
+    if incomplete and len(ids) > 1:
+        warnings.append(f"the distance matrix is incomplete (rows of nodes {_plural(incomplete)})")
+
+    numa_nodes = tuple(
+        NumaNode(
+            id=n.id,
+            memory=n.memory,
+            hugepages=dict(sorted(n.hugepages.items())),
+            distances=dict(sorted(distances.get(n.id, {}).items())),
+        )
+        for n in sorted(nodes, key=lambda x: x.id)
+    )
+
+    node_cpus: dict[int, set[int]] = {i: set() for i in ids}
+    for cpu in cpus:
+        if cpu.online:
+            node_cpus[cpu.numa].add(cpu.id)
+    pci = _read_pci(fs, set(ids), {k: frozenset(v) for k, v in node_cpus.items()}, warnings)
+    if fs.nul_padded:
+        warnings.append(
+            f"{len(fs.nul_padded)} files padded with NUL bytes (e.g. {fs.nul_padded[0]}); "
+            "the NULs were dropped"
+        )
+    for what, rels in fs.missing.items():
+        warnings.append(f"{what}: {len(rels)} files missing or unreadable (e.g. {rels[0]})")
+    machine = Machine(
+        name=name or _hostname(fs, live, Path(root).resolve().name or "localhost"),
+        numa_nodes=numa_nodes,
+        cpus=cpus,
+        devices=(rules or DeviceRules()).name_devices(pci),
+    )
+    return Discovery(machine=machine, warnings=warnings, pci=tuple(pci))
+
+
+def load_sysfs(
+    path: str | Path = "/", rules: DeviceRules | None = None, name: str | None = None
+) -> Discovery:
+    """Discover from ``/`` (live), a captured root directory, or a captured tarball."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or directory", str(path))
+    if os.path.realpath(p) == "/":
+        return read_sysfs("/", rules, name)
+    fallback = p.name
+    for suffix in _TAR_SUFFIXES:
+        if fallback.endswith(suffix):
+            fallback = fallback[: -len(suffix)]
+            break
+    with opened_capture(p) as root:
+        return read_sysfs(root, rules, name or fallback)
