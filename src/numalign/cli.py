@@ -56,6 +56,63 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
+def _emit(doc: Any, fmt: str) -> None:
+    if fmt == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
+    else:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+
+
+def _state_dir(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    return Path(args.state_dir) if args.state_dir else None
+
+
+def _cmd_admit(args: argparse.Namespace) -> int:
+    from numalign.machine.spec import read_machine_file
+    from numalign.node.render import results_doc, results_table
+    from numalign.node.session import node_session
+    from numalign.pods import read_pod_files
+
+    machine = read_machine_file(args.machine) if args.machine else None
+    pods = read_pod_files(args.pods)
+    with node_session(_state_dir(args), machine) as node:
+        results = [node.admit(pod, explain=args.explain) for pod in pods]
+    if args.output == "table":
+        print(results_table(results))
+    else:
+        _emit(results_doc(results), args.output)
+    return 0 if all(r.admitted for r in results) else 1
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    from numalign.node.session import node_session
+
+    missing = []
+    with node_session(_state_dir(args), None) as node:
+        for key in args.pods:
+            if not node.release(key):
+                missing.append(key)
+    if missing:
+        raise InputError(f"no such pod in {args.state_dir}: {', '.join(missing)}")
+    return 0
+
+
+def _cmd_state(args: argparse.Namespace) -> int:
+    from numalign.node.render import state_doc, state_table
+    from numalign.node.session import node_session
+
+    with node_session(_state_dir(args), None, write=False) as node:
+        if args.output == "table":
+            print(state_table(node))
+        else:
+            _emit(state_doc(node), args.output)
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from numalign.demo import walkthrough
 
@@ -73,6 +130,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", default="-", help="case file (default: stdin)")
     p.add_argument("--jsonl", action="store_true", help="one case per line in, one result per line out")
     p.set_defaults(handler=_cmd_merge)
+
+    p = sub.add_parser("admit", help="admit pods on a machine as the kubelet would (all-or-nothing)")
+    p.add_argument("pods", nargs="+", metavar="POD.yaml", help="pod manifests (YAML/JSON, multi-document or List)")
+    p.add_argument("--machine", "-m", help="machine spec (YAML/JSON); optional when --state-dir has one")
+    p.add_argument("--state-dir", help="keep admitted pods allocated here across invocations")
+    p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="json")
+    p.add_argument("--explain", action="store_true", help="add each provider's hints and the merged hint")
+    p.set_defaults(handler=_cmd_admit)
+
+    p = sub.add_parser("release", help="free the resources of admitted pods")
+    p.add_argument("pods", nargs="+", metavar="NAMESPACE/NAME")
+    p.add_argument("--state-dir", required=True)
+    p.set_defaults(handler=_cmd_release)
+
+    p = sub.add_parser("state", help="show a node's allocations per NUMA node")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="table")
+    p.set_defaults(handler=_cmd_state)
 
     p = sub.add_parser("demo", help="walk through the Topology Manager blog's example")
     p.set_defaults(handler=_cmd_demo)

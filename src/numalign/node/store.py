@@ -66,8 +66,11 @@ def locked(state_dir: Path, *, wait: bool = True) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def load(state_dir: Path, machine: str) -> dict[str, Any] | None:
-    """The stored payload, ``None`` if there is no state yet; refuses corrupt or foreign state."""
+def load(state_dir: Path, machine: str | None) -> dict[str, Any] | None:
+    """The stored payload, ``None`` if there is no state yet; refuses corrupt or foreign state.
+
+    ``machine`` is the expected machine fingerprint; ``None`` accepts the stored one.
+    """
     path = state_dir / STATE_FILE
     try:
         raw = path.read_bytes()
@@ -86,7 +89,7 @@ def load(state_dir: Path, machine: str) -> dict[str, Any] | None:
     payload = doc.get("payload")
     if doc.get("checksum") != checksum(payload):
         raise StateError(f"{path}: checksum mismatch: corrupt state; refusing to reset it")
-    if doc.get("machine") != machine:
+    if machine is not None and doc.get("machine") != machine:
         raise StateError(
             f"{path}: state belongs to another machine ({doc.get('machine')}, "
             f"this one is {machine}); use another --state-dir"

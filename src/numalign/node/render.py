@@ -1,0 +1,113 @@
+"""Admission results as JSON-able documents and as a terminal table."""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Any
+
+from numalign.bitmask import format_mask, ids_of
+from numalign.cpulist import format_cpulist
+from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.node.admission import ContainerResult, PodResult
+from numalign.scopes import Decision
+
+#: Rule-generated hint sets are listed in full up to this many masks in explanations.
+EXPLAIN_LIST_LIMIT = 255
+
+
+def _hint(h: TopologyHint) -> dict[str, Any]:
+    return {"affinity": None if h.affinity is None else ids_of(h.affinity), "preferred": h.preferred}
+
+
+def _answer(a: ResourceHints) -> Any:
+    if a is None:
+        return None
+    if isinstance(a, GeneratedHints):
+        if 2 ** len(a.nodes) - 1 <= EXPLAIN_LIST_LIMIT:
+            return [_hint(h) for h in a.materialize()]
+        preferred = a.preferred_masks()
+        sample = [] if preferred is None else [ids_of(m) for m in islice(preferred, 8)]
+        return {
+            "generated": True,
+            "numa_nodes": len(a.nodes),
+            "preferred_size": a.preferred_size,
+            "preferred_sample": sample,
+        }
+    return [_hint(h) for h in a]
+
+
+def _provider(p: ProviderHints) -> Any:
+    if p is None:
+        return None
+    return {res: _answer(a) for res, a in sorted(p.items())}
+
+
+def explain_doc(d: Decision) -> dict[str, Any]:
+    return {
+        "providers": {name: _provider(h) for name, h in d.provider_hints},
+        "merged": _hint(d.hint),
+    }
+
+
+def container_doc(c: ContainerResult) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": c.name,
+        "affinity": None if c.affinity is None else ids_of(c.affinity),
+        "preferred": c.preferred,
+        "cpus": format_cpulist(c.cpus),
+        "memory": c.memory,
+        "devices": c.devices,
+    }
+    if c.explain is not None:
+        doc["explain"] = explain_doc(c.explain)
+    return doc
+
+
+def pod_doc(r: PodResult) -> dict[str, Any]:
+    return {
+        "name": r.pod.key,
+        "admitted": r.admitted,
+        "reason": r.reason,
+        "message": r.message,
+        "policy": r.policy,
+        "scope": r.scope,
+        "containers": [container_doc(c) for c in r.containers],
+    }
+
+
+def results_doc(results: list[PodResult]) -> dict[str, Any]:
+    return {"pods": [pod_doc(r) for r in results]}
+
+
+def _mem(memory: dict[str, dict[str, int]]) -> str:
+    parts = []
+    for node, res in memory.items():
+        for name, size in res.items():
+            parts.append(f"{name}@{node}={_bytes(size)}")
+    return " ".join(parts) or "-"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def results_table(results: list[PodResult]) -> str:
+    rows = [("POD", "CONTAINER", "RESULT", "AFFINITY", "CPUS", "MEMORY", "DEVICES")]
+    for r in results:
+        verdict = "admitted" if r.admitted else f"{r.reason}"
+        if not r.containers:
+            rows.append((r.pod.key, "-", verdict, "-", "-", "-", "-"))
+        for c in r.containers:
+            aff = format_mask(c.affinity) + ("" if c.preferred else "*")
+            devs = " ".join(f"{k}={','.join(v)}" for k, v in c.devices.items()) or "-"
+            rows.append((r.pod.key, c.name, verdict, aff, format_cpulist(c.cpus) or "-", _mem(c.memory), devs))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    for r in results:
+        if not r.admitted:
+            lines.append(f"{r.pod.key}: {r.reason}: {r.message}")
+    lines.append("(* = merged hint not preferred; policy " + ", ".join(sorted({f'{r.policy}/{r.scope}' for r in results})) + ")")
+    return "\n".join(lines)

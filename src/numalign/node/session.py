@@ -1,0 +1,61 @@
+"""A node backed by a state directory: lock, load, admit or release, save atomically.
+
+The state directory keeps the machine spec next to the allocations, so ``numalign release``
+and ``numalign state`` need no ``--machine``; a state written for other hardware is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from numalign.errors import InputError, StateError
+from numalign.machine.model import Machine
+from numalign.machine.spec import dump_machine, load_machine
+from numalign.node import store
+from numalign.node.admission import Node, machine_fingerprint
+
+
+@contextlib.contextmanager
+def node_session(
+    state_dir: Path | None, machine: Machine | None, *, write: bool = True
+) -> Iterator[Node]:
+    """Yield a :class:`Node`; with a state directory, persist its state on clean exit.
+
+    Nothing is written when the body raises, so a failed command leaves the state untouched.
+    """
+    if state_dir is None:
+        if machine is None:
+            raise InputError("a machine is required (--machine) when there is no --state-dir")
+        yield Node(machine)
+        return
+    with store.locked(state_dir):
+        expected = machine_fingerprint(machine) if machine is not None else None
+        payload = store.load(state_dir, expected)
+        if payload is None:
+            if machine is None:
+                raise StateError(f"{state_dir}: no numalign state here (admit a pod with --machine first)")
+            node = Node(machine)
+        else:
+            node = _restore(payload, machine)
+        before = node.state.to_dict()
+        yield node
+        if write and node.state.to_dict() != before:
+            store.save(state_dir, machine_fingerprint(node.machine), {
+                "machine": dump_machine(node.machine),
+                "node": node.state.to_dict(),
+            })
+
+
+def _restore(payload: dict[str, Any], machine: Machine | None) -> Node:
+    try:
+        stored = load_machine(payload["machine"], "state machine")
+        data = payload["node"]
+    except (KeyError, InputError) as e:
+        raise StateError(f"state payload is malformed: {e}") from None
+    # the fingerprint matched, so the hardware is the same; the given spec may carry a newer
+    # kubelet configuration, which wins
+    use = machine if machine is not None else stored
+    return Node(use, Node.state_from_dict(use, data))

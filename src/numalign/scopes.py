@@ -1,0 +1,88 @@
+"""Scopes: the Topology Manager's admission loops (kubelet ``scope_container.go``,
+``scope_pod.go``, ``scope_none.go``), over any providers.
+
+For each container (container scope) or once for the pod (pod scope): ask every provider for
+hints, merge them under the policy, reject with ``TopologyAffinityError`` if the policy says
+so, otherwise let every provider allocate inside the merged hint, in provider order. Errors
+raised by ``allocate`` propagate with their kubelet reason (``SMTAlignmentError``,
+``UnexpectedAdmissionError``).
+
+These loops mutate the providers' state as the kubelet does. All-or-nothing admission is the
+caller's job (the node runs them on a copy of its state and keeps the copy only on success).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from numalign.errors import TopologyAffinityError
+from numalign.hints import ProviderHints, TopologyHint
+from numalign.pods import Pod
+from numalign.policies import Policy, Scope, TopologyPolicy
+from numalign.resources.base import Provider
+
+
+@dataclass
+class Decision:
+    """The merged hint a container got, and (for ``--explain``) what each provider said."""
+
+    container: str
+    hint: TopologyHint
+    provider_hints: list[tuple[str, ProviderHints]] = field(default_factory=list)
+
+
+class Rejected(TopologyAffinityError):
+    """TopologyAffinityError carrying the decisions made so far (for explanations)."""
+
+    def __init__(self, decisions: list[Decision]) -> None:
+        super().__init__()
+        self.decisions = decisions
+
+
+def admit(
+    policy: TopologyPolicy, scope: Scope, providers: Sequence[Provider], pod: Pod
+) -> list[Decision]:
+    """Run the admission loop of ``scope`` for ``pod``; returns one decision per container."""
+    if policy.policy is Policy.NONE:
+        return _admit_none(providers, pod)
+    if scope is Scope.POD:
+        return _admit_pod(policy, providers, pod)
+    return _admit_container(policy, providers, pod)
+
+
+def _admit_none(providers: Sequence[Provider], pod: Pod) -> list[Decision]:
+    hint = TopologyHint(None, False)  # kubelet: GetAffinity of the none scope
+    out = []
+    for c in pod.containers:
+        for p in providers:
+            p.allocate(pod, c, hint)
+        out.append(Decision(c.name, hint))
+    return out
+
+
+def _admit_container(
+    policy: TopologyPolicy, providers: Sequence[Provider], pod: Pod
+) -> list[Decision]:
+    out: list[Decision] = []
+    for c in pod.containers:
+        hints = [(p.name, p.container_hints(pod, c)) for p in providers]
+        result = policy.merge([h for _, h in hints])
+        out.append(Decision(c.name, result.hint, hints))
+        if not result.admit:
+            raise Rejected(out)
+        for p in providers:
+            p.allocate(pod, c, result.hint)
+    return out
+
+
+def _admit_pod(policy: TopologyPolicy, providers: Sequence[Provider], pod: Pod) -> list[Decision]:
+    hints = [(p.name, p.pod_hints(pod)) for p in providers]
+    result = policy.merge([h for _, h in hints])
+    out = [Decision(c.name, result.hint, hints) for c in pod.containers]
+    if not result.admit:
+        raise Rejected(out)
+    for c in pod.containers:
+        for p in providers:
+            p.allocate(pod, c, result.hint)
+    return out
