@@ -123,9 +123,7 @@ def _go_orders(providers: Sequence[ProviderHints]) -> Iterator[list[HintList]]:
 def _single_numa_filter(hints: HintList) -> list[TopologyHint]:
     """filterSingleNumaHints, from the spec: preferred and (nil or one NUMA node)."""
     assert isinstance(hints, Sequence)
-    return [
-        h for h in hints if h.preferred and (h.affinity is None or h.affinity.bit_count() == 1)
-    ]
+    return [h for h in hints if h.preferred and (h.affinity is None or h.affinity.bit_count() == 1)]
 
 
 def _oracle(case: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -190,6 +188,7 @@ def _h(ids: tuple[int, ...], preferred: bool) -> TopologyHint:
 
 
 # (description, bestNonPreferredAffinityCount, current, candidate, expected)
+# fmt: off
 COMPARE_NARROWEST: list[tuple[str, int, TopologyHint | None, TopologyHint, str]] = [
     ("candidate.NUMANodeAffinity.Count() == 0 (1)", -1, None, _h((), False), "current"),
     ("candidate.NUMANodeAffinity.Count() == 0 (2)", -1, _h((), True), _h((), False), "current"),
@@ -217,6 +216,7 @@ COMPARE_NARROWEST: list[tuple[str, int, TopologyHint | None, TopologyHint, str]]
     ("!current.Preferred && !candidate.Preferred (3cc.2)", 4, _h((0, 1, 2), False), _h((1, 2, 3), False), "current"),
     ("!current.Preferred && !candidate.Preferred (3cc.3)", 4, _h((1, 2, 3), False), _h((0, 1, 2), False), "candidate"),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize(
@@ -368,6 +368,7 @@ UNIFORM3 = [[10, 10, 10]] * 3
 UNIFORM4 = [[10, 10, 10, 10]] * 4
 
 # (description, current, candidate, distances or None for an empty NUMAInfo, expected)
+# fmt: off
 CLOSEST: list[tuple[str, tuple[int, ...], tuple[int, ...], list[list[int]] | None, str]] = [
     ("current and candidate length is not the same, current narrower", (0,), (0, 2), None, "current"),
     (
@@ -387,6 +388,7 @@ CLOSEST: list[tuple[str, tuple[int, ...], tuple[int, ...], list[list[int]] | Non
         (2, 3), (0, 3), FOUR_ROWS, "current",
     ),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize(
