@@ -15,7 +15,8 @@ Version notes: the stored copies of ``policy_test.go`` (4 versions read: a pre-c
 one and three newest ones from score/allocation-strategy PR branches) agree on every merge table
 used here; the score/strategy-only tests (``TestAggregateHintScores``, ``TestCompareHintScores``
 ...) are PR-only (spec section 9) and are not transcribed. ``TestPolicySingleNumaNodeMerge`` uses
-the newest layout (4-node ``commonNUMAInfoFourNodes``; an older copy used 2 nodes).
+the newest layout (4-node ``commonNUMAInfoFourNodes``); the older 2-node layout of the same
+tables is kept as ``TestPolicySingleNumaNodeMerge[2 NUMA nodes]`` (its expectations are equal).
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ def test_data_file_shape() -> None:
         "TestPolicyRestrictedMerge": 28,
         "TestPolicyRestrictedMergeClosestNUMA": 30,
         "TestPolicySingleNumaNodeMerge": 21,
+        "TestPolicySingleNumaNodeMerge[2 NUMA nodes]": 21,
+        "TestPolicyNoneMerge": 3,
         "TestAdmit": 14,
     }
     for c in CASES:
