@@ -1,0 +1,717 @@
+"""The kubelet's CPU manager (``cpumanager``), policies ``none`` and ``static``.
+
+Behaviour follows ``pkg/kubelet/cm/cpumanager/policy_static.go`` and ``policy_options.go``
+(``spec/kubelet.md`` section 3):
+
+* **who**: a container gets exclusive CPUs iff its pod is Guaranteed and its cpu request is
+  a whole number of CPUs (:func:`numalign.pods.guaranteed_cpus`); everybody else shares the
+  *default set* and the provider answers ``None`` ("no preference");
+* **reserved CPUs**: ``kubelet.reserved_system_cpus`` when given, else the
+  ``ceil((systemReserved.cpu + kubeReserved.cpu) / 1000)`` CPUs that the allocation
+  algorithm picks on an empty machine; never handed out exclusively (with
+  ``strict-cpu-reservation`` not even part of the shared pool);
+* **hints** (:meth:`CpuManager.container_hints`, :meth:`CpuManager.pod_hints`): every NUMA
+  mask holding every reusable CPU (init-container CPUs of the pod) and enough available CPUs;
+  preferred = the mask is as narrow as the narrowest mask that could hold the request on an
+  *empty* machine (or, with ``align-by-socket``, spans the minimal number of sockets). They
+  are returned as a :class:`~numalign.hints.GeneratedHints` so no 2^N list is built;
+* **allocation** (:meth:`CpuManager.allocate`): ``full-pcpus-only`` SMT checks, then CPUs of
+  the hint's NUMA nodes first (widened to whole sockets with ``align-by-socket``) and the rest
+  from anywhere, with the algorithms of :mod:`numalign.resources.cpu_assignment`; an init
+  container's CPUs are reusable by the later containers of the same pod (never a sidecar's);
+* **release**: :meth:`CpuManager.release_container` is the kubelet's ``RemoveContainer``
+  (CPUs go back to the default set, minus CPUs still used by siblings).
+
+Not modelled: the kubelet's periodic reconcile loop, stale-state cleanup of pods that are no
+longer active, the pod-level-resources "bubble" (``PodLevelResourceManagers``, alpha) and the
+in-place resize of exclusive CPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from numalign.bitmask import ids_of, mask_of
+from numalign.cpulist import format_cpulist, parse_cpulist
+from numalign.errors import (
+    InputError,
+    SMTAlignmentError,
+    StateError,
+    UnexpectedAdmissionError,
+)
+from numalign.hints import GeneratedHints, ProviderHints, TopologyHint
+from numalign.machine.model import Machine
+from numalign.pods import Container, ContainerKind, Pod, guaranteed_cpus, pod_guaranteed_cpus
+from numalign.resources.cpu_assignment import (
+    CpuAssignmentError,
+    CpuTopology,
+    take_by_topology,
+)
+
+__all__ = [
+    "ALPHA_OPTIONS",
+    "BETA_OPTIONS",
+    "POLICY_NONE",
+    "POLICY_STATIC",
+    "STABLE_OPTIONS",
+    "CpuManager",
+    "CpuState",
+    "StaticPolicyOptions",
+    "min_affinity_size",
+    "new_cpu_state",
+    "parse_go_bool",
+    "parse_static_policy_options",
+    "reserved_cpus",
+]
+
+POLICY_NONE = "none"
+POLICY_STATIC = "static"
+CPU = "cpu"
+
+FULL_PCPUS_ONLY = "full-pcpus-only"
+DISTRIBUTE_CPUS_ACROSS_NUMA = "distribute-cpus-across-numa"
+ALIGN_BY_SOCKET = "align-by-socket"
+DISTRIBUTE_CPUS_ACROSS_CORES = "distribute-cpus-across-cores"
+STRICT_CPU_RESERVATION = "strict-cpu-reservation"
+PREFER_ALIGN_CPUS_BY_UNCORECACHE = "prefer-align-cpus-by-uncorecache"
+
+#: Option maturity as in the newest upstream ``policy_options.go``.
+ALPHA_OPTIONS = frozenset({ALIGN_BY_SOCKET, DISTRIBUTE_CPUS_ACROSS_CORES})
+BETA_OPTIONS = frozenset(
+    {STRICT_CPU_RESERVATION, DISTRIBUTE_CPUS_ACROSS_NUMA, PREFER_ALIGN_CPUS_BY_UNCORECACHE}
+)
+STABLE_OPTIONS = frozenset({FULL_PCPUS_ONLY})
+
+ALPHA_GATE = "CPUManagerPolicyAlphaOptions"  # default off
+BETA_GATE = "CPUManagerPolicyBetaOptions"  # default on
+
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+# --------------------------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------------------------
+
+
+def parse_go_bool(value: str) -> bool:
+    """Go ``strconv.ParseBool``; raises ValueError with Go's message."""
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f'strconv.ParseBool: parsing "{value}": invalid syntax')
+
+
+@dataclass(frozen=True)
+class StaticPolicyOptions:
+    """Parsed ``cpuManagerPolicyOptions`` (kubelet ``StaticPolicyOptions``)."""
+
+    full_pcpus_only: bool = False
+    distribute_cpus_across_numa: bool = False
+    align_by_socket: bool = False
+    distribute_cpus_across_cores: bool = False
+    strict_cpu_reservation: bool = False
+    prefer_align_cpus_by_uncorecache: bool = False
+
+
+_FIELDS = {
+    FULL_PCPUS_ONLY: "full_pcpus_only",
+    DISTRIBUTE_CPUS_ACROSS_NUMA: "distribute_cpus_across_numa",
+    ALIGN_BY_SOCKET: "align_by_socket",
+    DISTRIBUTE_CPUS_ACROSS_CORES: "distribute_cpus_across_cores",
+    STRICT_CPU_RESERVATION: "strict_cpu_reservation",
+    PREFER_ALIGN_CPUS_BY_UNCORECACHE: "prefer_align_cpus_by_uncorecache",
+}
+
+_FIELD = "kubelet.cpuManagerPolicyOptions"
+
+
+def parse_static_policy_options(
+    options: Mapping[str, str], feature_gates: Mapping[str, bool] | None = None
+) -> StaticPolicyOptions:
+    """kubelet ``NewStaticPolicyOptions``: names, feature gates, values, incompatible pairs.
+
+    Options are checked in sorted name order (the kubelet walks a Go map, in random order;
+    only which error is reported first can differ).
+    """
+    gates = feature_gates or {}
+    values: dict[str, bool] = {}
+    for name in sorted(options):
+        if name not in ALPHA_OPTIONS | BETA_OPTIONS | STABLE_OPTIONS:
+            raise InputError(f'unknown CPU Manager Policy option: "{name}"', _FIELD)
+        if name in ALPHA_OPTIONS and not gates.get(ALPHA_GATE, False):
+            raise InputError(
+                f'CPU Manager Policy Alpha-level Options not enabled, but option "{name}" provided',
+                _FIELD,
+            )
+        if name in BETA_OPTIONS and not gates.get(BETA_GATE, True):
+            raise InputError(
+                f'CPU Manager Policy Beta-level Options not enabled, but option "{name}" provided',
+                _FIELD,
+            )
+        raw = options[name]
+        try:
+            values[_FIELDS[name]] = parse_go_bool(str(raw))
+        except ValueError as e:
+            raise InputError(f'bad value for option "{name}": {e}', _FIELD) from None
+    opts = StaticPolicyOptions(**values)
+
+    def both(a: str, b: str) -> InputError:
+        return InputError(
+            f"static policy options {a} and {b} can not be used at the same time", _FIELD
+        )
+
+    if opts.full_pcpus_only and opts.distribute_cpus_across_cores:
+        raise both(FULL_PCPUS_ONLY, DISTRIBUTE_CPUS_ACROSS_CORES)
+    if opts.distribute_cpus_across_numa and opts.distribute_cpus_across_cores:
+        raise both(DISTRIBUTE_CPUS_ACROSS_NUMA, DISTRIBUTE_CPUS_ACROSS_CORES)
+    if opts.prefer_align_cpus_by_uncorecache and opts.distribute_cpus_across_cores:
+        raise both(PREFER_ALIGN_CPUS_BY_UNCORECACHE, DISTRIBUTE_CPUS_ACROSS_CORES)
+    if opts.prefer_align_cpus_by_uncorecache and opts.distribute_cpus_across_numa:
+        raise both(PREFER_ALIGN_CPUS_BY_UNCORECACHE, DISTRIBUTE_CPUS_ACROSS_NUMA)
+    return opts
+
+
+def _validate_options(
+    opts: StaticPolicyOptions, topo: CpuTopology, topology_manager_policy: str
+) -> None:
+    """kubelet ``ValidateStaticPolicyOptions`` (messages verbatim, typo included)."""
+    if opts.align_by_socket:
+        if topology_manager_policy == "single-numa-node":
+            raise InputError(
+                "Topolgy manager single-numa-node policy is incompatible with CPUManager "
+                f"{ALIGN_BY_SOCKET} policy option",
+                _FIELD,
+            )
+        if topo.num_sockets > topo.num_numa:
+            raise InputError(
+                "Align by socket is not compatible with hardware where number of sockets are "
+                "more than number of NUMA",
+                _FIELD,
+            )
+
+
+def _go_map(options: Mapping[str, str]) -> str:
+    return "map[" + " ".join(f"{k}:{options[k]}" for k in sorted(options)) + "]"
+
+
+def _policy_name(machine: Machine) -> str:
+    name = machine.kubelet.cpu_manager_policy
+    if name not in (POLICY_NONE, POLICY_STATIC):
+        raise InputError(f'unknown policy: "{name}"', "kubelet.cpuManagerPolicy")
+    if name == POLICY_NONE and machine.kubelet.cpu_manager_policy_options:
+        raise InputError(
+            "None policy: received unsupported options="
+            + _go_map(machine.kubelet.cpu_manager_policy_options),
+            _FIELD,
+        )
+    return name
+
+
+def _options_of(machine: Machine, topo: CpuTopology) -> StaticPolicyOptions:
+    cfg = machine.kubelet
+    opts = parse_static_policy_options(cfg.cpu_manager_policy_options, cfg.feature_gates)
+    _validate_options(opts, topo, cfg.topology_manager_policy)
+    return opts
+
+
+def _take(
+    topo: CpuTopology, opts: StaticPolicyOptions, available: Iterable[int], n: int
+) -> frozenset[int]:
+    return take_by_topology(
+        topo,
+        available,
+        n,
+        full_pcpus_only=opts.full_pcpus_only,
+        distribute_across_numa=opts.distribute_cpus_across_numa,
+        distribute_across_cores=opts.distribute_cpus_across_cores,
+        prefer_uncore=opts.prefer_align_cpus_by_uncorecache,
+    )
+
+
+def reserved_cpus(
+    machine: Machine,
+    topo: CpuTopology | None = None,
+    opts: StaticPolicyOptions | None = None,
+) -> frozenset[int]:
+    """The static policy's reserved CPUs (kubelet container manager + ``NewStaticPolicy``).
+
+    ``kubelet.reserved_system_cpus`` when non-empty; else ``takeByTopology`` of
+    ``ceil((systemReserved.cpu + kubeReserved.cpu) / 1000)`` CPUs on the empty machine. A zero
+    reservation is the kubelet's startup error, raised as :class:`InputError`.
+    """
+    topo = topo if topo is not None else CpuTopology.from_machine(machine)
+    opts = opts if opts is not None else _options_of(machine, topo)
+    cfg = machine.kubelet
+    explicit = cfg.reserved_system_cpus
+    if explicit:
+        unknown = set(explicit) - topo.all_cpus
+        if unknown:
+            raise InputError(
+                f"reserved CPUs {format_cpulist(unknown)} are not online CPUs of the machine",
+                "kubelet.reservedSystemCPUs",
+            )
+        return frozenset(explicit)
+    millis = int(cfg.system_reserved.get(CPU, 0)) + int(cfg.kube_reserved.get(CPU, 0))
+    if millis <= 0:
+        raise InputError(
+            "[cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu "
+            "to be greater than zero",
+            "kubelet",
+        )
+    num = -(-millis // 1000)
+    try:
+        reserved = _take(topo, opts, topo.all_cpus, num)
+    except CpuAssignmentError:
+        reserved = frozenset()
+    if len(reserved) != num:
+        raise InputError(
+            "[cpumanager] unable to reserve the required amount of CPUs (size of "
+            f"{format_cpulist(reserved)} did not equal {num})",
+            "kubelet",
+        )
+    return reserved
+
+
+# --------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CpuState:
+    """What the CPU manager has handed out (kubelet ``cpu_manager_state`` + ``cpusToReuse``).
+
+    ``default_set`` is the shared pool (reserved CPUs included unless strict reservation);
+    ``assignments`` maps pod uid -> container name -> exclusive CPUs; ``cpus_to_reuse`` holds
+    the CPUs of a pod's finished init containers that its later containers may take (kubelet
+    keeps it in memory only, for the pod being admitted).
+    """
+
+    default_set: set[int] = field(default_factory=set)
+    assignments: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
+    cpus_to_reuse: dict[str, set[int]] = field(default_factory=dict)
+    policy_name: str = POLICY_STATIC
+
+    def copy(self) -> CpuState:
+        return CpuState(
+            set(self.default_set),
+            {uid: dict(cs) for uid, cs in self.assignments.items()},
+            {uid: set(s) for uid, s in self.cpus_to_reuse.items()},
+            self.policy_name,
+        )
+
+    def cpuset(self, pod_uid: str, container: str) -> frozenset[int] | None:
+        return self.assignments.get(pod_uid, {}).get(container)
+
+    def assigned_cpus(self) -> frozenset[int]:
+        out: set[int] = set()
+        for cs in self.assignments.values():
+            for s in cs.values():
+                out |= s
+        return frozenset(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, close to the kubelet checkpoint (cpulist strings, no checksum)."""
+        d: dict[str, Any] = {
+            "policyName": self.policy_name,
+            "defaultCpuSet": format_cpulist(self.default_set),
+        }
+        if self.assignments:
+            d["entries"] = {
+                uid: {name: format_cpulist(s) for name, s in sorted(cs.items())}
+                for uid, cs in sorted(self.assignments.items())
+            }
+        if self.cpus_to_reuse:
+            d["cpusToReuse"] = {
+                uid: format_cpulist(s) for uid, s in sorted(self.cpus_to_reuse.items())
+            }
+        return d
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> CpuState:
+        if not isinstance(d, Mapping):
+            raise InputError("expected a mapping", "cpu")
+        policy = d.get("policyName", POLICY_STATIC)
+        if not isinstance(policy, str):
+            raise InputError(f"expected a string, got {policy!r}", "cpu.policyName")
+        default = parse_cpulist(d.get("defaultCpuSet", ""), "cpu.defaultCpuSet")
+        assignments: dict[str, dict[str, frozenset[int]]] = {}
+        entries = d.get("entries") or {}
+        if not isinstance(entries, Mapping):
+            raise InputError("expected a mapping of pod uid to containers", "cpu.entries")
+        for uid, cs in entries.items():
+            if not isinstance(cs, Mapping):
+                raise InputError(
+                    "expected a mapping of container name to cpuset", f"cpu.entries.{uid}"
+                )
+            assignments[str(uid)] = {
+                str(name): parse_cpulist(v, f"cpu.entries.{uid}.{name}") for name, v in cs.items()
+            }
+        reuse_raw = d.get("cpusToReuse") or {}
+        if not isinstance(reuse_raw, Mapping):
+            raise InputError("expected a mapping of pod uid to cpuset", "cpu.cpusToReuse")
+        reuse = {
+            str(uid): set(parse_cpulist(v, f"cpu.cpusToReuse.{uid}"))
+            for uid, v in reuse_raw.items()
+        }
+        return CpuState(set(default), assignments, reuse, policy)
+
+
+def new_cpu_state(machine: Machine, options: StaticPolicyOptions | None = None) -> CpuState:
+    """The state of an empty node (kubelet ``Start`` on an empty checkpoint).
+
+    Static policy: every online CPU is in the default set, minus the reserved CPUs with
+    ``strict-cpu-reservation``. Policy ``none``: the default set is empty, as the kubelet's
+    checkpoint records it.
+    """
+    name = _policy_name(machine)
+    if name == POLICY_NONE:
+        return CpuState(policy_name=POLICY_NONE)
+    topo = CpuTopology.from_machine(machine)
+    opts = options if options is not None else _options_of(machine, topo)
+    default = set(topo.all_cpus)
+    if opts.strict_cpu_reservation:
+        default -= reserved_cpus(machine, topo, opts)
+    return CpuState(default_set=default, policy_name=POLICY_STATIC)
+
+
+# --------------------------------------------------------------------------------------------
+# Hints
+# --------------------------------------------------------------------------------------------
+
+
+def min_affinity_size(capacities: Iterable[int], n: int, num_nodes: int) -> int:
+    """The kubelet's ``minAffinitySize`` without enumerating masks.
+
+    The kubelet starts from the number of NUMA nodes and lowers it to the popcount of every
+    mask whose *total* CPUs (empty machine) reach ``n``. Claim: that is the smallest ``k``
+    whose ``k`` largest nodes hold ``n`` CPUs (or the node count when no ``k`` does).
+    Proof: a ``k``-mask holding ``n`` exists iff the best ``k``-mask does, and the best
+    ``k``-mask (maximal total) is the ``k`` largest nodes; the totals of the best ``k``-masks
+    grow with ``k``, so the smallest qualifying ``k`` is the minimum the kubelet finds. If
+    even all nodes together hold fewer than ``n`` CPUs no mask qualifies and the kubelet keeps
+    its initial value, the node count.
+    """
+    total = 0
+    for k, cap in enumerate(sorted(capacities, reverse=True), start=1):
+        total += cap
+        if total >= n:
+            return min(k, num_nodes)
+    return num_nodes
+
+
+# --------------------------------------------------------------------------------------------
+# The provider
+# --------------------------------------------------------------------------------------------
+
+
+class CpuManager:
+    """The kubelet CPU manager as a numalign provider (``name = "cpu"``).
+
+    The policy (``none`` or ``static``) and its options come from ``machine.kubelet``;
+    configuration errors raise :class:`InputError` (the kubelet would not start). ``state``
+    defaults to :func:`new_cpu_state`. ``reserved`` overrides the reserved CPU set (the
+    kubelet's own unit tests run the static policy with arbitrary reserved sets, including
+    none); normally leave it ``None``.
+    """
+
+    name = "cpu"
+
+    def __init__(
+        self,
+        machine: Machine,
+        state: CpuState | None = None,
+        *,
+        reserved: Iterable[int] | None = None,
+    ) -> None:
+        self.machine = machine
+        self.policy = _policy_name(machine)
+        self.topology = CpuTopology.from_machine(machine)
+        if self.policy == POLICY_STATIC:
+            self.options = _options_of(machine, self.topology)
+            self.reserved: frozenset[int] = (
+                frozenset(reserved)
+                if reserved is not None
+                else reserved_cpus(machine, self.topology, self.options)
+            )
+        else:
+            self.options = StaticPolicyOptions()
+            self.reserved = frozenset()
+        self.reserved_physical: frozenset[int] = self.topology.siblings(self.reserved)
+        self.state = state if state is not None else self._initial_state()
+        topo = self.topology
+        # per-node total CPUs on the empty machine, for minAffinitySize
+        self._capacity = {n: len(topo.cpus_in_numa[n]) for n in topo.numa_ids}
+        self._universe = mask_of(topo.numa_ids)
+
+    def _initial_state(self) -> CpuState:
+        if self.policy == POLICY_NONE:
+            return CpuState(policy_name=POLICY_NONE)
+        default = set(self.topology.all_cpus)
+        if self.options.strict_cpu_reservation:
+            default -= self.reserved
+        return CpuState(default_set=default, policy_name=POLICY_STATIC)
+
+    @property
+    def static(self) -> bool:
+        return self.policy == POLICY_STATIC
+
+    # -- kubelet Start -------------------------------------------------------------------
+
+    def validate_state(self) -> None:
+        """kubelet ``staticPolicy.Start`` / ``validateState`` (messages verbatim).
+
+        An empty state (no default set, no assignments) is initialised; otherwise the
+        reserved CPUs must be in the default set (out of it with strict reservation), no
+        assignment may overlap the default set, and together they must be exactly the
+        machine's CPUs. Raises :class:`StateError`.
+        """
+        if not self.static:
+            return
+        st = self.state
+        all_cpus = set(self.topology.all_cpus)
+        if self.options.strict_cpu_reservation:
+            all_cpus -= self.reserved
+        if not st.default_set:
+            if st.assignments:
+                raise StateError("default cpuset cannot be empty")
+            st.default_set = set(all_cpus)
+            return
+        default = st.default_set
+        if self.options.strict_cpu_reservation:
+            overlap = self.reserved & default
+            if overlap:
+                raise StateError(
+                    f'some of strictly reserved cpus: "{format_cpulist(overlap)}" are present '
+                    f'in defaultCpuSet: "{format_cpulist(default)}"'
+                )
+        elif not self.reserved <= default:
+            raise StateError(
+                f'not all reserved cpus: "{format_cpulist(self.reserved)}" are present in '
+                f'defaultCpuSet: "{format_cpulist(default)}"'
+            )
+        for uid, cs in st.assignments.items():
+            for name, cset in cs.items():
+                if cset & default:
+                    raise StateError(
+                        f'pod: {uid}, container: {name} cpuset: "{format_cpulist(cset)}" '
+                        f'overlaps with default cpuset "{format_cpulist(default)}"'
+                    )
+        known = set(default) | st.assigned_cpus()
+        if known != all_cpus:
+            raise StateError(
+                f'current set of available CPUs "{format_cpulist(all_cpus)}" doesn\'t match '
+                f'with CPUs in state "{format_cpulist(known)}"'
+            )
+
+    # -- views ---------------------------------------------------------------------------
+
+    def available_cpus(self) -> frozenset[int]:
+        """kubelet ``GetAvailableCPUs``: default set minus reserved."""
+        return frozenset(self.state.default_set - self.reserved)
+
+    def available_physical_cpus(self) -> frozenset[int]:
+        """kubelet ``GetAvailablePhysicalCPUs``: default set minus reserved cores."""
+        return frozenset(self.state.default_set - self.reserved_physical)
+
+    def allocatable_cpus(self) -> frozenset[int]:
+        """kubelet ``GetAllocatableCPUs``: every CPU except the reserved ones."""
+        return self.topology.all_cpus - self.reserved
+
+    # -- hints ---------------------------------------------------------------------------
+
+    def container_hints(self, pod: Pod, container: Container) -> ProviderHints:
+        """kubelet ``GetTopologyHints`` for one container."""
+        if not self.static:
+            return None
+        n = guaranteed_cpus(pod, container)
+        if n == 0:
+            return None
+        allocated = self.state.cpuset(pod.uid, container.name)
+        if allocated is not None:
+            if len(allocated) != n:
+                return {CPU: []}
+            return {CPU: self.hint_set(allocated, (), n)}
+        reusable = self.state.cpus_to_reuse.get(pod.uid, set())
+        return {CPU: self.hint_set(self.available_cpus(), reusable, n)}
+
+    def pod_hints(self, pod: Pod) -> ProviderHints:
+        """kubelet ``GetPodTopologyHints`` (pod scope)."""
+        if not self.static:
+            return None
+        n = pod_guaranteed_cpus(pod)
+        if n == 0:
+            return None
+        assigned: set[int] = set()
+        for c in pod.containers:
+            allocated = self.state.cpuset(pod.uid, c.name)
+            if allocated is None:
+                continue
+            if len(allocated) != guaranteed_cpus(pod, c):
+                return {CPU: []}
+            assigned |= allocated
+        if len(assigned) == n:
+            return {CPU: self.hint_set(assigned, (), n)}
+        reusable = self.state.cpus_to_reuse.get(pod.uid, set()) | assigned
+        return {CPU: self.hint_set(self.available_cpus(), reusable, n)}
+
+    def hint_set(
+        self, available: Iterable[int], reusable: Iterable[int], n: int
+    ) -> GeneratedHints | list[TopologyHint]:
+        """kubelet ``generateCPUTopologyHints`` as a rule; ``[]`` when no mask fits.
+
+        Feasible mask M (inside the NUMA nodes that have CPUs): every reusable CPU's node is
+        in M and ``|reusable| + |available CPUs on M|`` reaches ``n`` - monotone in M. The
+        kubelet counts both terms without de-duplication; so does this.
+        """
+        d = self.topology.details
+        counts: dict[int, int] = {}
+        for c in available:
+            info = d.get(c)
+            if info is not None:
+                counts[info.numa] = counts.get(info.numa, 0) + 1
+        reuse = [c for c in reusable if c in d]
+        reuse_mask = mask_of({d[c].numa for c in reuse})
+        base = len(reuse)
+
+        def feasible(mask: int) -> bool:
+            if reuse_mask & ~mask:
+                return False
+            total = base
+            if total >= n:
+                return True
+            for node in ids_of(mask):
+                total += counts.get(node, 0)
+                if total >= n:
+                    return True
+            return False
+
+        topo = self.topology
+        preferred_size = min_affinity_size(self._capacity.values(), n, topo.num_numa)
+        is_preferred = None
+        if self.options.align_by_socket:
+            per_socket = topo.num_numa // topo.num_sockets if topo.num_sockets else 0
+            if per_socket:
+                min_sockets = -(-preferred_size // per_socket)
+
+                def socket_aligned(mask: int) -> bool:
+                    return len(topo.sockets_of_numas(ids_of(mask))) == min_sockets
+
+                is_preferred = socket_aligned
+            else:
+
+                def never(mask: int) -> bool:
+                    return False
+
+                is_preferred = never
+        gen = GeneratedHints(
+            nodes=self.machine.node_ids,
+            universe=self._universe,
+            feasible=feasible,
+            preferred_size=preferred_size,
+            is_preferred=is_preferred,
+        )
+        if gen.is_empty():
+            return []
+        return gen
+
+    # -- allocation ----------------------------------------------------------------------
+
+    def _enforce_smt_alignment(self, n: int) -> None:
+        if not self.options.full_pcpus_only:
+            return
+        per_core = self.topology.cpus_per_core
+        if per_core and n % per_core != 0:
+            raise SMTAlignmentError(
+                f"SMT Alignment Error: requested {n} cpus not multiple cpus per core = {per_core}"
+            )
+        physical = len(self.available_physical_cpus())
+        if n > physical:
+            raise SMTAlignmentError(
+                "SMT Alignment Error: not enough free physical CPUs: available physical CPUs = "
+                f"{physical}, requested CPUs = {n}, CPUs per core = {per_core}"
+            )
+
+    def _aligned(self, affinity: int, allocatable: frozenset[int]) -> frozenset[int]:
+        nodes = ids_of(affinity)
+        topo = self.topology
+        if self.options.align_by_socket:
+            return allocatable & topo.cpus_of_sockets(topo.sockets_of_numas(nodes))
+        return allocatable & topo.cpus_of_numas(nodes)
+
+    def allocate_cpus(
+        self, n: int, affinity: int | None, reusable: Iterable[int] = ()
+    ) -> frozenset[int]:
+        """kubelet ``allocateCPUs`` without touching the state: hint-aligned CPUs first.
+
+        Raises :class:`UnexpectedAdmissionError` with the allocator's error text.
+        """
+        allocatable = self.available_cpus() | frozenset(reusable)
+        topo, opts = self.topology, self.options
+        try:
+            result: frozenset[int] = frozenset()
+            if affinity is not None:
+                aligned = self._aligned(affinity, allocatable)
+                result = _take(topo, opts, aligned, min(n, len(aligned)))
+            result |= _take(topo, opts, allocatable - result, n - len(result))
+        except CpuAssignmentError as e:
+            raise UnexpectedAdmissionError(str(e)) from None
+        return result
+
+    def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> None:
+        """kubelet ``staticPolicy.Allocate``; raises before changing anything."""
+        if not self.static:
+            return
+        n = guaranteed_cpus(pod, container)
+        if n == 0:
+            return
+        self._enforce_smt_alignment(n)
+        st = self.state
+        existing = st.cpuset(pod.uid, container.name)
+        if existing is not None:
+            self._update_cpus_to_reuse(pod, container, existing)
+            return
+        cpus = self.allocate_cpus(n, hint.affinity, st.cpus_to_reuse.get(pod.uid, ()))
+        st.default_set -= cpus
+        st.assignments.setdefault(pod.uid, {})[container.name] = cpus
+        self._update_cpus_to_reuse(pod, container, cpus)
+
+    def _update_cpus_to_reuse(self, pod: Pod, container: Container, cpus: frozenset[int]) -> None:
+        reuse = self.state.cpus_to_reuse
+        for uid in [u for u in reuse if u != pod.uid]:
+            del reuse[uid]
+        mine = reuse.setdefault(pod.uid, set())
+        if container.kind is ContainerKind.INIT:
+            mine |= cpus
+        else:
+            # app containers, and restartable init containers (sidecars), which run beside
+            # the app containers: their CPUs are never reusable (upstream treats a sidecar
+            # exactly like an app container here)
+            mine -= cpus
+
+    # -- release -------------------------------------------------------------------------
+
+    def release_container(self, pod_uid: str, container_name: str) -> None:
+        """kubelet ``RemoveContainer``: the container's CPUs return to the default set, minus
+        the CPUs still assigned to its siblings."""
+        st = self.state
+        containers = st.assignments.get(pod_uid)
+        if containers is None or container_name not in containers:
+            return
+        cpus = containers.pop(container_name)
+        if not containers:
+            del st.assignments[pod_uid]
+        in_use: set[int] = set()
+        for s in containers.values():
+            in_use |= s
+        st.default_set |= cpus - in_use
+
+    def release_pod(self, pod_uid: str) -> None:
+        """Release every container of the pod and forget its reusable CPUs."""
+        for name in list(self.state.assignments.get(pod_uid, {})):
+            self.release_container(pod_uid, name)
+        self.state.cpus_to_reuse.pop(pod_uid, None)
