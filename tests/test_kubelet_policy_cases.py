@@ -509,23 +509,14 @@ def test_max_allowable_atoi_accepts(text: str, value: int) -> None:
     assert parse_options({"max-allowable-numa-nodes": text}).max_allowable_numa_nodes == value
 
 
-_ATOI_LENIENT = (
-    "numalign parses max-allowable-numa-nodes with Python int(), which accepts what Go "
-    "strconv.Atoi rejects (surrounding whitespace, '_' digit separators, non-ASCII digits, "
-    "values beyond int64); the kubelet fails with 'unable to convert policy option to integer'"
-)
-
-
 @pytest.mark.parametrize(
     "text",
     [
-        pytest.param(" 12", marks=pytest.mark.xfail(strict=True, reason=_ATOI_LENIENT)),
-        pytest.param("12 ", marks=pytest.mark.xfail(strict=True, reason=_ATOI_LENIENT)),
-        pytest.param("1_2", marks=pytest.mark.xfail(strict=True, reason=_ATOI_LENIENT)),
-        pytest.param("\u0661\u0662", marks=pytest.mark.xfail(strict=True, reason=_ATOI_LENIENT)),
-        pytest.param(
-            "99999999999999999999", marks=pytest.mark.xfail(strict=True, reason=_ATOI_LENIENT)
-        ),
+        " 12",
+        "12 ",
+        "1_2",
+        "\u0661\u0662",
+        "99999999999999999999",
         "12.0",
         "0x10",
         "",
@@ -544,7 +535,6 @@ _QUOTING = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=_QUOTING)
 def test_max_allowable_conversion_message_exact() -> None:
     with pytest.raises(InputError) as e:
         parse_options({"max-allowable-numa-nodes": "can't parse to int"})
@@ -554,7 +544,6 @@ def test_max_allowable_conversion_message_exact() -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason=_QUOTING)
 def test_max_allowable_minimum_message_exact() -> None:
     with pytest.raises(InputError) as e:
         parse_options({"max-allowable-numa-nodes": "7"})
@@ -599,12 +588,6 @@ def test_new_manager_cannot_get_numa_distances() -> None:
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="upstream message 'error getting NUMA distances from cadvisor' (wrapped in "
-    "'cannot discover NUMA topology: ...'); numalign says '... needs NUMA distances "
-    "(error getting NUMA distances)'",
-)
 def test_new_manager_cannot_get_numa_distances_message() -> None:
     with pytest.raises(InputError) as e:
         TopologyPolicy(Policy.BEST_EFFORT, (0,), PolicyOptions(prefer_closest=True))

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -130,21 +131,27 @@ def parse_options(raw: Mapping[str, object] | None, field: str = "options") -> P
     return PolicyOptions(prefer_closest=prefer, max_allowable_numa_nodes=max_nodes)
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def _parse_max_nodes(value: object) -> int:
-    text = str(value)
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        n = int(text, 10)
-    except ValueError:
+    """Go ``strconv.Atoi`` on a 64-bit platform: ASCII digits with an optional sign."""
+    text = value if isinstance(value, str) else str(value) if isinstance(value, int) else repr(value)
+    if isinstance(value, bool) or not re.fullmatch(r"[+-]?[0-9]+", text):
         raise InputError(
-            f"unable to convert policy option to integer {MAX_ALLOWABLE!r}: "
+            f'unable to convert policy option to integer "{MAX_ALLOWABLE}": '
             f'strconv.Atoi: parsing "{text}": invalid syntax'
-        ) from None
+        )
+    n = int(text)
+    if not _INT64[0] <= n <= _INT64[1]:
+        raise InputError(
+            f'unable to convert policy option to integer "{MAX_ALLOWABLE}": '
+            f'strconv.Atoi: parsing "{text}": value out of range'
+        )
     if n < DEFAULT_MAX_NUMA_NODES:
         raise InputError(
-            f"the minimum value of {MAX_ALLOWABLE!r} should not be less than "
-            f"{DEFAULT_MAX_NUMA_NODES}, value: {n}"
+            f'the minimum value of "{MAX_ALLOWABLE}" should not be less than '
+            f"{DEFAULT_MAX_NUMA_NODES} (got {n})"
         )
     return n
 
@@ -188,8 +195,8 @@ class TopologyPolicy:
         if self.options.prefer_closest:
             if self.distances is None:
                 raise InputError(
-                    f"{PREFER_CLOSEST} needs NUMA distances "
-                    "(error getting NUMA distances)",
+                    "cannot discover NUMA topology: error getting NUMA distances from "
+                    f"cadvisor ({PREFER_CLOSEST} needs a distance for every pair of nodes)",
                     "distances",
                 )
             for i in self.nodes:
