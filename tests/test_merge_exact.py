@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import product
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,3 +145,44 @@ def test_large_machine_search_path_matches_materialized(case: tuple[list[int], l
     finally:
         merge_module.MATERIALIZE_LIMIT = saved
     assert got == expected
+
+
+def legacy_fold(lists: list[list[TopologyHint]], default: int) -> TopologyHint:
+    """The pre-1.21 kubelet fold, literally (spec/cluster-schedulers.md section 0)."""
+    best = TopologyHint(default, False)
+    for perm in product(*lists):
+        aff = default
+        for h in perm:
+            aff &= default if h.affinity is None else h.affinity
+        merged = TopologyHint(aff, all(h.preferred for h in perm))
+        if aff == 0:
+            continue
+        if merged.preferred and not best.preferred:
+            best = merged
+            continue
+        if not merged.preferred and best.preferred:
+            continue
+        assert best.affinity is not None
+        if (aff.bit_count(), aff) < (best.affinity.bit_count(), best.affinity):
+            best = merged
+    return best
+
+
+@settings(max_examples=600, deadline=None)
+@given(machines(), st.data())
+def test_legacy_merge_equals_old_fold(machine: tuple[list[int], dict[int, dict[int, int]]], data: st.DataObject) -> None:
+    from numalign.merge import merge_lists_legacy
+
+    ids, _ = machine
+    lists = [list(x) for x in flatten(data.draw(st.lists(hint_lists(ids), min_size=1, max_size=4))) if not isinstance(x, GeneratedHints)]
+    default = mask_of(ids)
+    assert merge_lists_legacy(lists, default) == legacy_fold(lists, default)
+
+
+def test_legacy_rule_differs_from_kubelet_on_unequal_preferred_masks() -> None:
+    """Volcano: {0} preferred AND {0,1} preferred -> {0} preferred; kubelet: not preferred."""
+    hints: list[ProviderHints] = [{"cpu": [TopologyHint(0b01, True)]}, {"gpu": [TopologyHint(0b11, True)]}]
+    new = TopologyPolicy(Policy.RESTRICTED, (0, 1)).merge(hints)
+    old = TopologyPolicy(Policy.RESTRICTED, (0, 1), legacy_merge=True).merge(hints)
+    assert new.hint == TopologyHint(0b01, False) and not new.admit
+    assert old.hint == TopologyHint(0b01, True) and old.admit

@@ -362,3 +362,41 @@ def _cover(rest: int, x: int, gens: list[GeneratedHints]) -> bool:
         return False
 
     return go(0)
+
+
+# ------------------------------------------------------------- the pre-1.21 merge rule
+
+
+def merge_lists_legacy(lists: Sequence[HintList], default: int) -> TopologyHint:
+    """The old kubelet fold that Volcano's ``numa-aware`` plugin still runs.
+
+    A merged hint is preferred iff every picked hint is preferred (no equal-mask rule) and the
+    fold keeps the narrowest hint of the best preference class (no
+    ``bestNonPreferredAffinityCount`` ranking). The result is again a minimum over a total
+    order (preferred first, then narrowness), so it is computed from reachable ANDs.
+    """
+    if any(not isinstance(h, GeneratedHints) and len(h) == 0 for h in lists):
+        return TopologyHint(default, False)
+    explicit = [h.materialize() if isinstance(h, GeneratedHints) else list(h) for h in lists]
+
+    def reach(pick_preferred: bool) -> set[int]:
+        out = {default}
+        for hints in explicit:
+            opts = {
+                default if h.affinity is None else h.affinity & default
+                for h in hints
+                if h.preferred or not pick_preferred
+            }
+            out = {r & m for r in out for m in opts}
+            out.discard(0)
+            if not out:
+                break
+        return out
+
+    preferred = reach(True)
+    if preferred:
+        return TopologyHint(min(preferred, key=lambda m: (m.bit_count(), m)), True)
+    anything = reach(False)
+    if anything:
+        return TopologyHint(min(anything, key=lambda m: (m.bit_count(), m)), False)
+    return TopologyHint(default, False)

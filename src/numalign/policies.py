@@ -24,7 +24,7 @@ from numalign.hints import (
     TopologyHint,
     flatten,
 )
-from numalign.merge import NARROWEST, FitOrder, merge_lists
+from numalign.merge import NARROWEST, FitOrder, merge_lists, merge_lists_legacy
 
 
 class Policy(StrEnum):
@@ -177,6 +177,9 @@ class TopologyPolicy:
     nodes: tuple[int, ...]
     options: PolicyOptions = field(default_factory=PolicyOptions)
     distances: Mapping[int, Mapping[int, int]] | None = None
+    #: Volcano's variant: the pre-1.21 merge rule (preferred = all picked hints preferred;
+    #: narrowest wins; no equal-mask rule, no bestNonPreferredAffinityCount ranking)
+    legacy_merge: bool = False
 
     def __post_init__(self) -> None:
         if len(set(self.nodes)) != len(self.nodes):
@@ -223,6 +226,13 @@ class TopologyPolicy:
             return MergeResult(TopologyHint(None, False), True)
         lists = flatten(providers)
         default = self.default_mask
+        if self.legacy_merge:
+            if self.policy is Policy.SINGLE_NUMA_NODE:
+                lists = [_single_numa_only(h) for h in lists]
+            best = merge_lists_legacy(lists, default)
+            if self.policy is Policy.SINGLE_NUMA_NODE and best.affinity == default:
+                best = TopologyHint(None, best.preferred)
+            return MergeResult(best, self.policy is Policy.BEST_EFFORT or best.preferred)
         if self.policy is Policy.SINGLE_NUMA_NODE:
             best = merge_lists([_single_numa_only(h) for h in lists], default, self.fit)
             if best.affinity == default:
