@@ -13,6 +13,17 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import pytest
+
+from numalign.machine.model import Machine
+from numalign.resources.cpu_assignment import (
+    CpuAssignmentError,
+    CpuSorting,
+    _Accumulator,
+    go_round3,
+    standard_deviation,
+    take_distributed,
+    take_packed,
+)
 from test_cpu_fixtures import (
     DUAL_SOCKET_HT,
     DUAL_SOCKET_MULTI_NUMA_HT,
@@ -28,17 +39,6 @@ from test_cpu_fixtures import (
     UNCORE_SINGLE_SOCKET_SMT,
     cs,
     topo,
-)
-
-from numalign.machine.model import Machine
-from numalign.resources.cpu_assignment import (
-    CpuAssignmentError,
-    CpuSorting,
-    _Accumulator,
-    go_round3,
-    standard_deviation,
-    take_distributed,
-    take_packed,
 )
 
 S1 = SINGLE_SOCKET_HT
@@ -128,7 +128,10 @@ FREE_BOTH = [
 
 @pytest.mark.parametrize(
     ("available", "sockets", "numas"),
-    [pytest.param(*c[1:], id=f"TestCPUAccumulatorFreeSocketsAndNUMANodes/{c[0]}") for c in FREE_BOTH],
+    [
+        pytest.param(*c[1:], id=f"TestCPUAccumulatorFreeSocketsAndNUMANodes/{c[0]}")
+        for c in FREE_BOTH
+    ],
 )
 def test_free_sockets_and_numas(
     available: frozenset[int], sockets: list[int], numas: list[int]
@@ -295,7 +298,10 @@ def _run(fn: object, case: Case, *args: object) -> None:
 
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, id=f"TestTakeByTopologyNUMAPacked/{c.description}") for c in COMMON + PACKED_ONLY],
+    [
+        pytest.param(c, id=f"TestTakeByTopologyNUMAPacked/{c.description}")
+        for c in COMMON + PACKED_ONLY
+    ],
 )
 def test_take_packed(case: Case) -> None:
     _run(take_packed, case, CpuSorting.PACKED, case.uncore)
@@ -319,7 +325,9 @@ SPREAD = [
 @pytest.mark.parametrize(
     "case",
     [
-        pytest.param(c, id=f"TestTakeByTopologyWithSpreadPhysicalCPUsPreferredOption/{c.description}")
+        pytest.param(
+            c, id=f"TestTakeByTopologyWithSpreadPhysicalCPUsPreferredOption/{c.description}"
+        )
         for c in SPREAD
     ],
 )
