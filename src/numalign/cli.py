@@ -80,6 +80,14 @@ def _cmd_admit(args: argparse.Namespace) -> int:
     machine = read_machine_file(args.machine) if args.machine else None
     pods = read_pod_files(args.pods)
     with node_session(_state_dir(args), machine) as node:
+        if args.kubelet_state:
+            from pathlib import Path
+
+            from numalign.node.kubelet_import import import_kubelet_state
+
+            if node.state.pods:
+                raise InputError("the state directory already holds allocations", "--kubelet-state")
+            node.state = import_kubelet_state(node.machine, Path(args.kubelet_state))
         results = [node.admit(pod, explain=args.explain) for pod in pods]
     if args.output == "table":
         print(results_table(results))
@@ -137,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="keep admitted pods allocated here across invocations")
     p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="json")
     p.add_argument("--explain", action="store_true", help="add each provider's hints and the merged hint")
+    p.add_argument("--kubelet-state", metavar="DIR",
+                   help="start from the kubelet's cpu_manager_state / memory_manager_state in DIR")
     p.set_defaults(handler=_cmd_admit)
 
     p = sub.add_parser("release", help="free the resources of admitted pods")

@@ -120,6 +120,7 @@ class Node:
         )
         # kubelet manager construction checks (NUMA limit, distances) happen here, once
         self._policy(self.node_policy)
+        self._reserved: frozenset[int] | None = None
         self.state = state if state is not None else self.empty_state(machine)
 
     @staticmethod
@@ -160,11 +161,18 @@ class Node:
         policy, scope = asked
         return self._policy(policy), scope or self.node_scope
 
+    @property
+    def reserved_cpus(self) -> frozenset[int]:
+        """The CPU manager's reserved CPUs (computed once per node)."""
+        if self._reserved is None:
+            self._reserved = CpuManager(self.machine, self.state.cpu).reserved
+        return self._reserved
+
     def providers(self, state: NodeState) -> list[Provider]:
         m = self.machine
         return [
             DeviceManager(m, state.devices),
-            CpuManager(m, state.cpu),
+            CpuManager(m, state.cpu, reserved=self.reserved_cpus),
             MemoryManager(m, state.memory),
         ]
 
@@ -172,19 +180,32 @@ class Node:
 
     def admit(self, pod: Pod, *, explain: bool = False) -> PodResult:
         """Admit ``pod`` all-or-nothing; the state changes only if it is admitted."""
+        result, planned = self.plan(pod, explain=explain)
+        if planned is not None:
+            self.state = planned
+        return result
+
+    def plan(self, pod: Pod, *, explain: bool = False) -> tuple[PodResult, NodeState | None]:
+        """What :meth:`admit` would decide, and the state it would leave; changes nothing.
+
+        The scheduler "assumes" with this: a plan made on the current state and committed
+        with :meth:`commit` is exactly what the node's own admission produces.
+        """
         policy, scope = self.policy_for(pod)
         names = {"policy": policy.policy.value, "scope": scope.value}
-        if any(p.get("key") == pod.key for p in self.state.pods.values()) or pod.uid in self.state.pods:
+        if pod.uid in self.state.pods or any(
+            p.get("key") == pod.key for p in self.state.pods.values()
+        ):
             return PodResult(pod, False, "UnexpectedAdmissionError",
-                             f"pod {pod.key} is already admitted on this node", **names)
+                             f"pod {pod.key} is already admitted on this node", **names), None
         work = self.state.copy()
         try:
             decisions = admit(policy, scope, self.providers(work), pod)
         except Rejected as e:
             return PodResult(pod, False, e.reason, e.message, **names,
-                             containers=tuple(self._rejected(d, explain) for d in e.decisions))
+                             containers=tuple(self._rejected(d, explain) for d in e.decisions)), None
         except AdmissionError as e:
-            return PodResult(pod, False, e.reason, e.message, **names)
+            return PodResult(pod, False, e.reason, e.message, **names), None
         results = tuple(self._container_result(work, pod, d, explain) for d in decisions)
         work.pods[pod.uid] = {
             "key": pod.key,
@@ -196,8 +217,11 @@ class Node:
                 for r in results
             ],
         }
-        self.state = work
-        return PodResult(pod, True, None, None, **names, containers=results)
+        return PodResult(pod, True, None, None, **names, containers=results), work
+
+    def commit(self, planned: NodeState) -> None:
+        """Adopt a state returned by :meth:`plan` (made on the current state)."""
+        self.state = planned
 
     def release(self, key: str) -> bool:
         """Free everything the pod ``namespace/name`` (or uid) holds; False if unknown."""

@@ -8,7 +8,7 @@ from typing import Any
 from numalign.bitmask import format_mask, ids_of
 from numalign.cpulist import format_cpulist
 from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
-from numalign.node.admission import ContainerResult, PodResult
+from numalign.node.admission import ContainerResult, Node, PodResult
 from numalign.scopes import Decision
 
 #: Rule-generated hint sets are listed in full up to this many masks in explanations.
@@ -110,4 +110,64 @@ def results_table(results: list[PodResult]) -> str:
         if not r.admitted:
             lines.append(f"{r.pod.key}: {r.reason}: {r.message}")
     lines.append("(* = merged hint not preferred; policy " + ", ".join(sorted({f'{r.policy}/{r.scope}' for r in results})) + ")")
+    return "\n".join(lines)
+
+
+def state_doc(node: Node) -> dict[str, Any]:
+    """A node's allocations: per NUMA node amounts, and per pod what it holds."""
+    from numalign.node.accounting import numa_amounts
+
+    zones = {
+        str(i): {"capacity": z.capacity, "allocatable": z.allocatable, "available": z.available}
+        for i, z in numa_amounts(node).items()
+    }
+    pods = []
+    for uid, p in sorted(node.state.pods.items(), key=lambda kv: str(kv[1].get("key"))):
+        containers = []
+        for c in p.get("containers", []):
+            name = c["name"]
+            cpus = node.state.cpu.assignments.get(uid, {}).get(name, frozenset())
+            devices = node.state.devices.allocated.get(uid, {}).get(name, {})
+            blocks = node.state.memory.assignments.get(uid, {}).get(name, [])
+            containers.append({
+                "name": name,
+                "affinity": c.get("affinity"),
+                "cpus": format_cpulist(cpus),
+                "memory": [b.to_dict() for b in blocks],
+                "devices": {r: list(ids) for r, ids in devices.items()},
+            })
+        pods.append({"name": p.get("key"), "uid": uid, "policy": p.get("policy"),
+                     "scope": p.get("scope"), "containers": containers})
+    return {"machine": node.machine.name, "numaNodes": zones, "pods": pods}
+
+
+def state_table(node: Node) -> str:
+    doc = state_doc(node)
+    resources: list[str] = []
+    for z in doc["numaNodes"].values():
+        for r in z["capacity"]:
+            if r not in resources:
+                resources.append(r)
+    header = ["NUMA"] + [f"{r} avail/alloc" for r in resources]
+    rows = [header]
+    for i, z in doc["numaNodes"].items():
+        row = [i]
+        for r in resources:
+            a, b = z["available"].get(r), z["allocatable"].get(r)
+            if a is None:
+                row.append("-")
+            elif r == "memory" or r.startswith("hugepages-"):
+                row.append(f"{_bytes(a)}/{_bytes(b or 0)}")
+            else:
+                row.append(f"{a}/{b}")
+        rows.append(row)
+    widths = [max(len(r[k]) for r in rows) for k in range(len(header))]
+    lines = [f"machine {doc['machine']}: {len(doc['pods'])} pod(s) admitted"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for p in doc["pods"]:
+        lines.append(f"{p['name']} ({p['policy']}/{p['scope']})")
+        for c in p["containers"]:
+            aff = "any" if c["affinity"] is None else "{" + ",".join(map(str, c["affinity"])) + "}"
+            devs = " ".join(f"{k}={','.join(v)}" for k, v in c["devices"].items())
+            lines.append(f"  {c['name']}: numa {aff} cpus {c['cpus'] or '-'} {devs}".rstrip())
     return "\n".join(lines)

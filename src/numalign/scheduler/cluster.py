@@ -1,0 +1,131 @@
+"""The scheduler's snapshot of a cluster: node engines plus vectorised node-level accounting.
+
+Every :class:`ClusterNode` wraps a node engine (:class:`numalign.node.admission.Node`) whose
+state is the node's truth (in the simulator it *is* the kubelet). Node-level allocatable and
+requested amounts (kube-scheduler's ``NodeResourcesFit`` view) are kept in NumPy arrays, one
+row per node and one column per resource, so the cheap necessary conditions (does the pod fit
+the node at all?) are one vectorised comparison over the whole cluster.
+
+``version[i]`` increases whenever node *i* changes; filter results are cached per (node,
+version, pod shape), so a node that refused a pod shape is not asked again until it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from numalign.machine.model import Machine
+from numalign.node.admission import Node
+from numalign.pods import Pod, effective_pod_requests
+
+CPU = "cpu"
+MEMORY = "memory"
+
+
+def node_allocatable(machine: Machine) -> dict[str, int]:
+    """Node allocatable as the kubelet reports it (capacity minus reservations)."""
+    kc = machine.kubelet
+    cpus = len(machine.online_cpus) * 1000
+    if kc.reserved_system_cpus:
+        reserved_cpu = len(kc.reserved_system_cpus) * 1000
+    else:
+        reserved_cpu = kc.system_reserved.get(CPU, 0) + kc.kube_reserved.get(CPU, 0)
+    memory = sum(n.memory for n in machine.numa_nodes)
+    reserved_mem = sum(r.limits.get(MEMORY, 0) for r in kc.reserved_memory) or (
+        kc.system_reserved.get(MEMORY, 0) + kc.kube_reserved.get(MEMORY, 0)
+    )
+    out = {CPU: max(0, cpus - reserved_cpu), MEMORY: max(0, memory - reserved_mem)}
+    for n in machine.numa_nodes:
+        for size, total in n.hugepages.items():
+            name = _hugepages_name(size)
+            out[name] = out.get(name, 0) + total
+    for r in kc.reserved_memory:
+        for name, amount in r.limits.items():
+            if name.startswith("hugepages-"):
+                out[name] = max(0, out.get(name, 0) - amount)
+    for d in machine.devices:
+        if d.healthy:
+            out[d.resource] = out.get(d.resource, 0) + 1
+    return out
+
+
+def _hugepages_name(size: int) -> str:
+    for unit, div in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+        if size % div == 0:
+            return f"hugepages-{size // div}{unit}"
+    return f"hugepages-{size}"
+
+
+@dataclass
+class ClusterNode:
+    name: str
+    node: Node
+    pods: dict[str, Pod] = field(default_factory=dict)  # uid -> bound pod
+
+    @property
+    def machine(self) -> Machine:
+        return self.node.machine
+
+
+class Cluster:
+    """Nodes, their engines and the node-level resource arrays."""
+
+    def __init__(self, nodes: Iterable[tuple[str, Machine]]) -> None:
+        self.nodes: list[ClusterNode] = [ClusterNode(name, Node(m)) for name, m in nodes]
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+        alloc = [node_allocatable(n.machine) for n in self.nodes]
+        self.resources: list[str] = sorted({r for a in alloc for r in a} | {CPU, MEMORY})
+        self.col = {r: i for i, r in enumerate(self.resources)}
+        shape = (len(self.nodes), len(self.resources))
+        self.allocatable: npt.NDArray[np.int64] = np.zeros(shape, dtype=np.int64)
+        for i, a in enumerate(alloc):
+            for r, v in a.items():
+                self.allocatable[i, self.col[r]] = v
+        self.requested: npt.NDArray[np.int64] = np.zeros(shape, dtype=np.int64)
+        self.version: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
+        self.max_numa = max((len(n.machine.numa_nodes) for n in self.nodes), default=1)
+
+    def request_vector(self, pod: Pod) -> npt.NDArray[np.int64] | None:
+        """The pod's node-level request (effective requests); None if it asks for a resource
+        no node has."""
+        vec = np.zeros(len(self.resources), dtype=np.int64)
+        for r, v in effective_pod_requests(pod).items():
+            if v <= 0:
+                continue
+            if r not in self.col:
+                if r.startswith("ephemeral-storage"):
+                    continue
+                return None
+            vec[self.col[r]] = v
+        return vec
+
+    def fits(self, vec: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """kube-scheduler NodeResourcesFit over every node at once."""
+        free = self.allocatable - self.requested
+        need = vec > 0
+        if not need.any():
+            return np.ones(len(self.nodes), dtype=np.bool_)
+        ok: npt.NDArray[np.bool_] = np.all(free[:, need] >= vec[need], axis=1)
+        return ok
+
+    def bind(self, i: int, pod: Pod, vec: npt.NDArray[np.int64]) -> None:
+        self.nodes[i].pods[pod.uid] = pod
+        self.requested[i] += vec
+        self.version[i] += 1
+
+    def unbind(self, i: int, pod: Pod) -> None:
+        cn = self.nodes[i]
+        if cn.pods.pop(pod.uid, None) is None:
+            return
+        vec = self.request_vector(pod)
+        if vec is not None:
+            self.requested[i] -= vec
+        cn.node.release(pod.uid)
+        self.version[i] += 1
+
+    def names(self, idx: Sequence[int]) -> list[str]:
+        return [self.nodes[i].name for i in idx]

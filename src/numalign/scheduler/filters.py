@@ -1,0 +1,154 @@
+"""NUMA filters, one per scheduler family. Each answers, for one pod on one node, whether the
+node passes and how many NUMA nodes the pod would use there (for NUMA-aware scores).
+
+* :func:`exact_filter` - numalign: the node engine's own admission (``Node.plan``).
+* :func:`nrt_snn_filter` - scheduler-plugins ``NodeResourceTopologyMatch``: only
+  single-numa-node nodes are checked, against per-NUMA *available* amounts, container by
+  container (container scope) or for the pod's effective request (pod scope).
+* :func:`volcano_filter` - Volcano ``numa-aware``: Guaranteed pods only, the pod's policy must
+  equal the node's, only app containers, CPU hints only, the pre-1.21 merge rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from numalign.bitmask import ids_of
+from numalign.errors import AdmissionError, NumalignError
+from numalign.node.accounting import numa_amounts
+from numalign.node.admission import Node, NodeState
+from numalign.pod_policy import pod_policy
+from numalign.pods import Pod, QOSClass, effective_pod_requests
+from numalign.policies import Policy, Scope, TopologyPolicy
+from numalign.resources.cpu import CpuManager
+from numalign.scopes import admit
+
+
+@dataclass(frozen=True)
+class FilterResult:
+    passed: bool
+    numa_count: int = 0  # NUMA nodes the pod would use (0 = not NUMA-bound)
+    reason: str = ""
+    planned: NodeState | None = None  # exact filter: the state after admission
+
+
+def _numa_count_of(node: Node, planned: NodeState, pod: Pod) -> int:
+    used: set[int] = set()
+    cpus = planned.cpu.assignments.get(pod.uid, {})
+    by_id = node.machine.cpu_by_id
+    for cs in cpus.values():
+        used.update(by_id[c].numa for c in cs)
+    for blocks in planned.memory.assignments.get(pod.uid, {}).values():
+        for b in blocks:
+            used.update(b.numa_affinity)
+    devs = {d.id: d for d in node.machine.devices}
+    for per_res in planned.devices.allocated.get(pod.uid, {}).values():
+        for ids in per_res.values():
+            for i in ids:
+                used.update(devs[i].numa[:1])
+    return len(used)
+
+
+def exact_filter(node: Node, pod: Pod) -> FilterResult:
+    result, planned = node.plan(pod)
+    if planned is None:
+        return FilterResult(False, reason=f"{result.reason}: {result.message}")
+    return FilterResult(True, _numa_count_of(node, planned, pod), planned=planned)
+
+
+# ------------------------------------------------------------------ scheduler-plugins
+
+
+_NUMA_NATIVE = ("cpu", "memory")
+
+
+def _numa_affine(res: str) -> bool:
+    return res in _NUMA_NATIVE or res.startswith("hugepages-")
+
+
+def _fit_any_numa(req: dict[str, int], avail: dict[int, dict[str, int]], qos: QOSClass) -> int | None:
+    mask = set(avail)
+    for res, qty in req.items():
+        if qty <= 0:
+            continue
+        if qos is not QOSClass.GUARANTEED and _numa_affine(res):
+            continue
+        zones = {i for i, a in avail.items() if res in a}
+        if not zones:
+            if _numa_affine(res):
+                return None
+            continue  # host-level resource: not NUMA-checked
+        ok = {i for i in zones if avail[i][res] >= qty}
+        mask &= ok
+        if not mask:
+            return None
+    return min(mask) if mask else None
+
+
+def _nrt_units(req: dict[str, int]) -> dict[str, int]:
+    # NRT publishes cpu in whole CPUs; round a millicore request up like Quantity.Value()
+    return {r: (-(-v // 1000) if r == "cpu" else v) for r, v in req.items()}
+
+
+def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
+    if node.node_policy is not Policy.SINGLE_NUMA_NODE:
+        return FilterResult(True)
+    if pod.qos is QOSClass.BEST_EFFORT and not any(
+        not _numa_affine(r) for c in pod.containers for r in c.requests
+    ):
+        return FilterResult(True)
+    avail = {i: dict(z.available) for i, z in numa_amounts(node).items()}
+    if node.node_scope is Scope.POD:
+        if _fit_any_numa(_nrt_units(effective_pod_requests(pod)), avail, pod.qos) is None:
+            return FilterResult(False, reason="cannot align pod")
+        return FilterResult(True, 1)
+    for c in pod.init_containers:
+        if _fit_any_numa(_nrt_units(dict(c.requests)), avail, pod.qos) is None:
+            return FilterResult(False, reason=f"cannot align init container {c.name}")
+    for c in pod.app_containers:
+        req = _nrt_units(dict(c.requests))
+        numa = _fit_any_numa(req, avail, pod.qos)
+        if numa is None:
+            return FilterResult(False, reason=f"cannot align container {c.name}")
+        for res, qty in req.items():
+            if res in avail[numa] and (pod.qos is QOSClass.GUARANTEED or not _numa_affine(res)):
+                avail[numa][res] -= qty
+    return FilterResult(True, 1)
+
+
+# --------------------------------------------------------------------------- Volcano
+
+
+def volcano_filter(node: Node, pod: Pod) -> FilterResult:
+    if pod.qos is not QOSClass.GUARANTEED:
+        return FilterResult(True)
+    try:
+        asked = pod_policy(pod)
+    except NumalignError as e:
+        return FilterResult(False, reason=e.message)
+    task_policy = asked[0] if asked else Policy.NONE
+    node_policy = node.node_policy
+    cpu_static = node.machine.kubelet.cpu_manager_policy == "static"
+    if task_policy is Policy.NONE:
+        if not cpu_static or node_policy is Policy.NONE:
+            return FilterResult(True)
+    else:
+        if not cpu_static:
+            return FilterResult(False, reason="cpu manager policy is not static")
+        if task_policy is not node_policy:
+            return FilterResult(False, reason="task policy does not match the node's")
+    m = node.machine
+    distances = m.distances if m.has_distances else None
+    policy = TopologyPolicy(node_policy, m.node_ids, node.options, distances, legacy_merge=True)
+    app_only = replace(pod, containers=pod.app_containers)
+    cpu_state = node.state.cpu.copy()
+    cpu = CpuManager(m, cpu_state, reserved=node.reserved_cpus)
+    try:
+        admit(policy, Scope.CONTAINER, [cpu], app_only)
+    except AdmissionError as e:
+        return FilterResult(False, reason=f"cannot be assigned by numa: {e.message}")
+    used = {m.cpu_by_id[c].numa for cs in cpu_state.assignments.get(pod.uid, {}).values() for c in cs}
+    return FilterResult(True, len(used))
+
+
+__all__ = ["FilterResult", "exact_filter", "ids_of", "nrt_snn_filter", "volcano_filter"]

@@ -1,0 +1,50 @@
+"""Scheduler profiles to compare: which NUMA filter runs, and how nodes are scored.
+
+* ``default``  - kube-scheduler without topology awareness: NodeResourcesFit + LeastAllocated;
+  the node's Topology Manager decides after binding (and may reject).
+* ``nrt-snn``  - scheduler-plugins NodeResourceTopologyMatch: filters single-numa-node nodes
+  only, against per-NUMA available amounts; LeastAllocated.
+* ``volcano``  - Volcano numa-aware: its own predicate (old merge rule, app containers, CPUs
+  only) and its numa-aware score (weight 10) on top of LeastAllocated.
+* ``numalign`` - the node engine is the filter (exact); LeastAllocated + LeastNUMANodes,
+  searched best-first so that only the nodes that can still win are checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from numalign.errors import InputError
+from numalign.node.admission import Node
+from numalign.pods import Pod
+from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter, volcano_filter
+
+Filter = Callable[[Node, Pod], FilterResult]
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    filter: Filter | None
+    node_score: str = "least-allocated"  # least-allocated | most-allocated | balanced
+    node_weight: int = 1
+    numa_score: str = "none"  # none | least-numa-nodes | volcano
+    numa_weight: int = 1
+    #: the scheduler already knows the node's decision (exact filter): binding never fails
+    exact: bool = False
+
+
+PROFILES: dict[str, Profile] = {
+    "default": Profile("default", None),
+    "nrt-snn": Profile("nrt-snn", nrt_snn_filter),
+    "volcano": Profile("volcano", volcano_filter, numa_score="volcano", numa_weight=10),
+    "numalign": Profile("numalign", exact_filter, numa_score="least-numa-nodes", exact=True),
+}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise InputError(f"unknown profile {name!r} (known: {', '.join(PROFILES)})", "profiles") from None

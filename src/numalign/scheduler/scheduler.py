@@ -1,0 +1,185 @@
+"""One scheduling cycle per pod: fit, score, NUMA filter, pick, reserve, bind.
+
+1. **Fit** (necessary condition, vectorised): kube-scheduler's NodeResourcesFit over all nodes.
+2. **Node-level score** (vectorised) for the nodes that fit; candidates ordered best first
+   (ties by node order).
+3. **NUMA filter** of the profile on candidates in that order, cached per (node, node
+   version, pod shape): a node that refused a pod shape is not asked again until it changes.
+   With the ``least-numa-nodes`` score the walk is branch-and-bound: it stops once no later
+   candidate can beat the best total even with a perfect NUMA score, so the chosen node is the
+   best-scoring node that passes the filter - the same node as filtering everything first.
+   With Volcano's relative score, ``nodes_to_score`` feasible nodes are collected first
+   (kube-scheduler's ``numFeasibleNodesToFind``), then scored.
+4. **Reserve/bind**: the node's own admission runs (for the exact profile, the state planned
+   in the filter is committed - it is what the node computes); a rejection is the kubelet's
+   rejection (``TopologyAffinityError`` ...), reported to the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from numalign.node.admission import PodResult
+from numalign.pods import Pod
+from numalign.scheduler import scorers
+from numalign.scheduler.cluster import CPU, MEMORY, Cluster
+from numalign.scheduler.filters import FilterResult
+from numalign.scheduler.profiles import Profile
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+
+
+def num_feasible_nodes_to_find(n: int) -> int:
+    """kube-scheduler's adaptive percentageOfNodesToScore."""
+    if n < MIN_FEASIBLE_NODES_TO_FIND:
+        return n
+    pct = max(5, 50 - n // 125)
+    return max(MIN_FEASIBLE_NODES_TO_FIND, n * pct // 100)
+
+
+def pod_shape(pod: Pod) -> Any:
+    """What a filter decision depends on (names and uid do not matter)."""
+    return (
+        pod.qos,
+        pod.topology_policy,
+        tuple(sorted(pod.annotations.items())),
+        tuple(
+            (c.kind, tuple(sorted(c.requests.items())), tuple(sorted(c.limits.items())))
+            for c in pod.containers
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class Placement:
+    node: int  # index in the cluster
+    name: str
+    numa_count: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one pod: placed and admitted, rejected by the node, or pending."""
+
+    pod: Pod
+    placement: Placement | None
+    admitted: bool
+    reason: str | None = None
+    result: PodResult | None = None
+    checked: int = 0  # NUMA filter evaluations this cycle (cache misses)
+
+
+class Scheduler:
+    def __init__(self, cluster: Cluster, profile: Profile, nodes_to_score: int | None = None) -> None:
+        self.cluster = cluster
+        self.profile = profile
+        self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
+        self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
+        self._score_cols = [cluster.col[CPU], cluster.col[MEMORY]]
+
+    # --------------------------------------------------------------------- filter
+
+    def _filter(self, i: int, pod: Pod, shape: Any) -> tuple[FilterResult, bool]:
+        version = int(self.cluster.version[i])
+        hit = self._cache[i].get(shape)
+        if hit is not None and hit[0] == version:
+            return hit[1], False
+        assert self.profile.filter is not None
+        res = self.profile.filter(self.cluster.nodes[i].node, pod)
+        self._cache[i][shape] = (version, FilterResult(res.passed, res.numa_count, res.reason))
+        return res, True
+
+    def _node_scores(self, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        c = self.cluster
+        alloc = c.allocatable[idx]
+        after = c.requested[idx] + vec
+        fn = {
+            "least-allocated": scorers.least_allocated,
+            "most-allocated": scorers.most_allocated,
+            "balanced": scorers.balanced_allocation,
+        }[self.profile.node_score]
+        out: np.ndarray[Any, Any] = fn(alloc, after, self._score_cols) * self.profile.node_weight
+        return out
+
+    # ----------------------------------------------------------------- schedule
+
+    def select(self, pod: Pod) -> tuple[Placement | None, str | None, int]:
+        """Pick a node for ``pod`` (no state change); returns (placement, why not, checks)."""
+        c = self.cluster
+        vec = c.request_vector(pod)
+        if vec is None:
+            return None, "no node has a requested resource", 0
+        idx = np.flatnonzero(c.fits(vec))
+        if idx.size == 0:
+            return None, "Insufficient resources (NodeResourcesFit)", 0
+        scores = self._node_scores(idx, vec)
+        order = np.lexsort((idx, -scores))
+        p = self.profile
+        if p.filter is None:
+            j = int(order[0])
+            return Placement(int(idx[j]), c.nodes[int(idx[j])].name, 0, float(scores[j])), None, 0
+        shape = pod_shape(pod)
+        checks = 0
+        reason = "no node passed the NUMA filter"
+        if p.numa_score == "volcano":
+            found: list[tuple[int, float, int]] = []
+            for j in order:
+                i = int(idx[j])
+                res, miss = self._filter(i, pod, shape)
+                checks += miss
+                if res.passed:
+                    found.append((i, float(scores[j]), res.numa_count))
+                    if len(found) >= self.nodes_to_score:
+                        break
+                else:
+                    reason = res.reason
+            if not found:
+                return None, reason, checks
+            numa = scorers.volcano_numa_aware([f[2] for f in found], p.numa_weight)
+            best = max(range(len(found)), key=lambda k: (found[k][1] + numa[k], -k))
+            i, s, n = found[best]
+            return Placement(i, c.nodes[i].name, n, s + numa[best]), None, checks
+        numa_max = 100 * p.numa_weight if p.numa_score == "least-numa-nodes" else 0
+        best_placement: Placement | None = None
+        for j in order:
+            s = float(scores[j])
+            if best_placement is not None and s + numa_max <= best_placement.score:
+                break  # no later node can beat the best total
+            i = int(idx[j])
+            res, miss = self._filter(i, pod, shape)
+            checks += miss
+            if not res.passed:
+                reason = res.reason
+                continue
+            total = s
+            if numa_max:
+                total += p.numa_weight * scorers.least_numa_nodes(res.numa_count, c.max_numa)
+            if best_placement is None or total > best_placement.score:
+                best_placement = Placement(i, c.nodes[i].name, res.numa_count, total)
+            if not numa_max:
+                break
+        if best_placement is None:
+            return None, reason, checks
+        return best_placement, None, checks
+
+    def schedule(self, pod: Pod) -> Outcome:
+        """Select a node, bind, and let the node admit (the kubelet's decision)."""
+        placement, why, checks = self.select(pod)
+        if placement is None:
+            return Outcome(pod, None, False, why, checked=checks)
+        cn = self.cluster.nodes[placement.node]
+        result = cn.node.admit(pod)
+        vec = self.cluster.request_vector(pod)
+        assert vec is not None
+        if not result.admitted:
+            # kubelet rejected after binding: the pod fails; nothing stays allocated
+            return Outcome(pod, placement, False, result.reason, result, checks)
+        self.cluster.bind(placement.node, pod, vec)
+        return Outcome(pod, placement, True, None, result, checks)
+
+    def release(self, pod: Pod, node: int) -> None:
+        self.cluster.unbind(node, pod)
