@@ -10,7 +10,7 @@ Built-in rules (first match wins):
 device                                          resource
 ==============================================  =====================================
 NVIDIA (vendor ``0x10de``), display class 03xx  ``nvidia.com/gpu``
-AMD (``0x1002``), display 03xx or accel 12xx    ``amd.com/gpu``
+AMD (``0x1002``), display 03xx or accel 12xx    ``amd.com/gpu`` (not the ES1000/Rage BMC VGA)
 Intel (``0x8086``), display class 0380          ``gpu.intel.com/i915``
 NEC Vector Engine (``0x1bcf``), class 0b40      ``nec.com/ve``
 SR-IOV virtual function (has a ``physfn``)      ``sriov/<pf>`` (PF netdev name, else bus id)
@@ -139,6 +139,8 @@ def _sanitise(s: str) -> str:
 
 
 DEFAULT_RULES: tuple[Rule, ...] = (
+    # server management VGA (ATI ES1000, Rage XL, RV100): not a compute GPU
+    Rule(None, vendor=frozenset({0x1002}), device=frozenset({0x515E, 0x4752, 0x5159})),
     Rule("nvidia.com/gpu", vendor=frozenset({0x10DE}), class_prefix="03"),
     Rule("amd.com/gpu", vendor=frozenset({0x1002}), class_prefix="03"),
     Rule("amd.com/gpu", vendor=frozenset({0x1002}), class_prefix="12"),
@@ -158,7 +160,9 @@ class DeviceRules:
     rules: tuple[Rule, ...] = DEFAULT_RULES
     extra: Mapping[str, str] = field(default_factory=dict)
 
-    def resource_of(self, d: PciDevice, by_bus: Mapping[str, PciDevice] | None = None) -> str | None:
+    def resource_of(
+        self, d: PciDevice, by_bus: Mapping[str, PciDevice] | None = None
+    ) -> str | None:
         for rule in self.rules:
             if rule.matches(d):
                 if rule.resource is None:

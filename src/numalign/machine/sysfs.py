@@ -369,9 +369,9 @@ def _proc_memtotal(fs: _Fs) -> int:
     return int(m.group(1)) * 1024 if m else 0
 
 
-def _read_nodes(fs: _Fs, cpu_ids: list[int], warnings: list[str]) -> tuple[
-    list[_RawNode], frozenset[int] | None, frozenset[int] | None
-]:
+def _read_nodes(
+    fs: _Fs, cpu_ids: list[int], warnings: list[str]
+) -> tuple[list[_RawNode], frozenset[int] | None, frozenset[int] | None]:
     base = "sys/devices/system/node"
     dirs = set(_numbered(fs.listdir(base), _NODE_RE))
 
@@ -403,7 +403,9 @@ def _read_nodes(fs: _Fs, cpu_ids: list[int], warnings: list[str]) -> tuple[
             warnings.append(f"nodes {_plural(absent)} are online but have no directory; ignored")
         offline_dirs = sorted(dirs - online)
         if offline_dirs:
-            warnings.append(f"nodes {_plural(offline_dirs)} have a directory but are not online; ignored")
+            warnings.append(
+                f"nodes {_plural(offline_dirs)} have a directory but are not online; ignored"
+            )
     if not ids:
         raise InputError("no online NUMA node", str(fs.root / base))
     return [_read_node(fs, n, warnings) for n in ids], online, possible
@@ -604,8 +606,7 @@ def read_sysfs(
         if off:
             detail.append(f"offline {_plural(off)}")
         warnings.append(
-            f"CPUs on no online NUMA node ({'; '.join(detail)}) are left out, "
-            "as the kubelet does"
+            f"CPUs on no online NUMA node ({'; '.join(detail)}) are left out, as the kubelet does"
         )
     offline = sorted(c for c, r in raw_cpus.items() if not r.online and c in cpu_node)
     if offline:
@@ -663,7 +664,9 @@ def read_sysfs(
         if cols is None:
             bad_rows.append(n.id)
             continue
-        distances[n.id] = {j: v for j, v in zip(cols, n.distance_row, strict=True) if j in node_by_id}
+        distances[n.id] = {
+            j: v for j, v in zip(cols, n.distance_row, strict=True) if j in node_by_id
+        }
     if bad_rows:
         warnings.append(
             f"nodes {_plural(bad_rows)}: the distance row does not match the node list; ignored"

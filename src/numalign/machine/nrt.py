@@ -1,0 +1,382 @@
+"""NodeResourceTopology (``topology.node.k8s.io/v1alpha2``) to and from a Machine.
+
+Writing (:func:`machine_to_nrt`): one zone ``node-<id>`` of type ``Node`` per NUMA node, with
+
+* ``costs``: the node's SLIT distances (``node-<j>`` -> value);
+* ``resources``: ``cpu`` (online CPUs; allocatable excludes ``reservedSystemCPUs`` of the node),
+  ``memory`` (MemTotal; allocatable excludes the node's ``reservedMemory``),
+  ``hugepages-<size>`` per page size, and one entry per device resource counting the healthy
+  devices local to the node (a device near several nodes counts on its lowest one; devices
+  without NUMA locality are in no zone). ``available`` is allocatable unless given;
+* node attributes ``topologyManagerPolicy``, ``topologyManagerScope``,
+  ``topologyManagerMaxNUMANodes`` (the ``max-allowable-numa-nodes`` option, else 8) and
+  ``topologyManagerOption<CamelName>`` per Topology Manager policy option, plus the deprecated
+  ``topologyPolicies`` list for older consumers.
+
+NRT carries no per-CPU topology. numalign adds a few attributes that make the round trip
+machine -> NRT -> machine keep CPU ids and SMT siblings; they are optional on reading:
+
+* node attribute ``numalign.io/threadsPerCore`` (SMT level);
+* zone attributes ``numalign.io/cpus`` (the zone's online CPU ids, Linux list) and
+  ``numalign.io/socket``.
+
+Reading (:func:`nrt_to_machine`) synthesises CPUs per zone: CPU ids from ``numalign.io/cpus``
+if present (else numbered on from 0 in zone order), **one core per CPU** unless
+``numalign.io/threadsPerCore`` says otherwise (then consecutive CPUs of a zone form a core), the
+socket from ``numalign.io/socket`` (else the NUMA node id). Resource amounts are the zone's
+``capacity``; malformed quantities are an :class:`InputError` naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from numalign.cpulist import format_cpulist, parse_cpulist
+from numalign.errors import InputError
+from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode
+from numalign.pods import parse_quantity, quantity_int
+
+API_VERSION = "topology.node.k8s.io/v1alpha2"
+KIND = "NodeResourceTopology"
+ATTR_CPUS = "numalign.io/cpus"
+ATTR_SOCKET = "numalign.io/socket"
+ATTR_THREADS = "numalign.io/threadsPerCore"
+_MAX_OPTION = "max-allowable-numa-nodes"
+_ZONE_RE = re.compile(r"node-(\d+)")
+
+_LEGACY_POLICY = {
+    "none": "None",
+    "best-effort": "BestEffort",
+    "restricted": "Restricted",
+    "single-numa-node": "SingleNUMANode",
+}
+_LEGACY_SCOPE = {"container": "ContainerLevel", "pod": "PodLevel"}
+
+
+def _quantity_text(n: int) -> str:
+    if n > 0:
+        for suffix, shift in (
+            ("Ei", 60),
+            ("Pi", 50),
+            ("Ti", 40),
+            ("Gi", 30),
+            ("Mi", 20),
+            ("Ki", 10),
+        ):
+            if n % (1 << shift) == 0:
+                return f"{n >> shift}{suffix}"
+    return str(n)
+
+
+def hugepage_resource(size: int) -> str:
+    """``hugepages-2Mi`` for 2 MiB pages (the kubelet's resource name)."""
+    return f"hugepages-{_quantity_text(size)}"
+
+
+def option_attribute(option: str) -> str:
+    """``prefer-closest-numa-nodes`` -> ``topologyManagerOptionPreferClosestNumaNodes``."""
+    return "topologyManagerOption" + "".join(p[:1].upper() + p[1:] for p in option.split("-"))
+
+
+def option_from_attribute(name: str) -> str:
+    """Inverse of :func:`option_attribute` (``...OptionPreferClosestNumaNodes`` -> kebab)."""
+    camel = name.removeprefix("topologyManagerOption")
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z][a-z0-9]*|[a-z0-9]+", camel)
+    return "-".join(w.lower() for w in words)
+
+
+def machine_to_nrt(
+    machine: Machine, available: Mapping[int, Mapping[str, int]] | None = None
+) -> dict[str, Any]:
+    """The NodeResourceTopology object of ``machine`` (plain dicts, ready for YAML/JSON).
+
+    ``available`` maps a NUMA node id to resource amounts (``cpu`` in CPUs, memory and
+    hugepages in bytes, devices in counts) still free; missing entries default to allocatable.
+    """
+    k = machine.kubelet
+    reserved_cpus = k.reserved_system_cpus or frozenset()
+    reserved_mem: dict[int, dict[str, int]] = {}
+    for r in k.reserved_memory:
+        reserved_mem.setdefault(r.numa_node, {}).update(r.limits)
+    dev_counts: dict[int, dict[str, int]] = {}
+    for d in machine.devices:
+        if d.healthy and d.numa:
+            per = dev_counts.setdefault(min(d.numa), {})
+            per[d.resource] = per.get(d.resource, 0) + 1
+    zones: list[dict[str, Any]] = []
+    for n in machine.numa_nodes:
+        cpus = sorted(machine.cpus_by_numa.get(n.id, frozenset()))
+        amounts: list[tuple[str, int, int]] = []  # name, capacity, allocatable
+        amounts.append(("cpu", len(cpus), len([c for c in cpus if c not in reserved_cpus])))
+        res_mem = reserved_mem.get(n.id, {})
+        amounts.append(("memory", n.memory, max(0, n.memory - res_mem.get("memory", 0))))
+        for size, total in sorted(n.hugepages.items()):
+            name = hugepage_resource(size)
+            amounts.append((name, total, max(0, total - res_mem.get(name, 0))))
+        for res, cnt in sorted(dev_counts.get(n.id, {}).items()):
+            amounts.append((res, cnt, cnt))
+        avail = (available or {}).get(n.id, {})
+        resources = []
+        for name, cap, alloc in amounts:
+            fmt = str if name == "cpu" or "/" in name else _quantity_text
+            resources.append(
+                {
+                    "name": name,
+                    "capacity": fmt(cap),
+                    "allocatable": fmt(alloc),
+                    "available": fmt(avail.get(name, alloc)),
+                }
+            )
+        zone: dict[str, Any] = {"name": f"node-{n.id}", "type": "Node"}
+        if n.distances:
+            zone["costs"] = [
+                {"name": f"node-{j}", "value": v} for j, v in sorted(n.distances.items())
+            ]
+        attrs = [{"name": ATTR_CPUS, "value": format_cpulist(cpus)}]
+        sockets = sorted({machine.cpu_by_id[c].socket for c in cpus})
+        if len(sockets) == 1:
+            attrs.append({"name": ATTR_SOCKET, "value": str(sockets[0])})
+        zone["attributes"] = attrs
+        zone["resources"] = resources
+        zones.append(zone)
+    opts = dict(k.topology_manager_policy_options)
+    attributes = [
+        {"name": "topologyManagerPolicy", "value": k.topology_manager_policy},
+        {"name": "topologyManagerScope", "value": k.topology_manager_scope},
+        {"name": "topologyManagerMaxNUMANodes", "value": str(opts.get(_MAX_OPTION, "8"))},
+    ]
+    for opt, val in sorted(opts.items()):
+        attributes.append({"name": option_attribute(opt), "value": str(val)})
+    attributes.append({"name": ATTR_THREADS, "value": str(machine.cpus_per_core)})
+    legacy = _LEGACY_POLICY.get(k.topology_manager_policy)
+    policies = []
+    if legacy is not None:
+        policies.append(
+            legacy + ("" if legacy == "None" else _LEGACY_SCOPE.get(k.topology_manager_scope, ""))
+        )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": machine.name},
+        "topologyPolicies": policies,
+        "attributes": attributes,
+        "zones": zones,
+    }
+
+
+def _attrs(value: object, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise InputError("must be a list of {name, value}", where)
+    out: dict[str, str] = {}
+    for i, a in enumerate(value):
+        if not isinstance(a, dict) or not isinstance(a.get("name"), str):
+            raise InputError("must be a mapping with a string 'name'", f"{where}[{i}]")
+        out[a["name"]] = str(a.get("value", ""))
+    return out
+
+
+def _int_attr(attrs: Mapping[str, str], key: str, where: str, minimum: int = 0) -> int | None:
+    if key not in attrs:
+        return None
+    try:
+        v = int(attrs[key])
+    except ValueError:
+        raise InputError(f"expected an integer, got {attrs[key]!r}", f"{where}.{key}") from None
+    if v < minimum:
+        raise InputError(f"must be at least {minimum}, got {v}", f"{where}.{key}")
+    return v
+
+
+def _legacy(policies: object) -> tuple[str, str] | None:
+    if not isinstance(policies, list) or not policies or not isinstance(policies[0], str):
+        return None
+    p = policies[0]
+    scope = "container"
+    for s_kube, s_nrt in _LEGACY_SCOPE.items():
+        if p.endswith(s_nrt):
+            scope, p = s_kube, p.removesuffix(s_nrt)
+    for kube, nrt in _LEGACY_POLICY.items():
+        if p == nrt:
+            return kube, scope
+    return None
+
+
+def _kubelet(obj: Mapping[str, Any], attrs: Mapping[str, str]) -> KubeletConfig:
+    policy, scope = "none", "container"
+    legacy = _legacy(obj.get("topologyPolicies"))
+    if legacy is not None:
+        policy, scope = legacy
+    policy = attrs.get("topologyManagerPolicy", policy)
+    scope = attrs.get("topologyManagerScope", scope)
+    options: dict[str, str] = {}
+    for name, value in attrs.items():
+        if name.startswith("topologyManagerOption"):
+            options[option_from_attribute(name)] = value
+    max_nodes = _int_attr(attrs, "topologyManagerMaxNUMANodes", "attributes", minimum=1)
+    if max_nodes is not None and max_nodes != 8:
+        options[_MAX_OPTION] = str(max_nodes)
+    return KubeletConfig(
+        topology_manager_policy=policy,
+        topology_manager_scope=scope,
+        topology_manager_policy_options=options,
+    )
+
+
+def nrt_to_machine(obj: object) -> Machine:
+    """A :class:`Machine` from a NodeResourceTopology object (parsed YAML/JSON)."""
+    if not isinstance(obj, dict):
+        raise InputError("a NodeResourceTopology must be a mapping")
+    api = obj.get("apiVersion")
+    if api is not None and not (isinstance(api, str) and api.startswith("topology.node.k8s.io/")):
+        raise InputError(f"expected {API_VERSION}, got {api!r}", "apiVersion")
+    if obj.get("kind", KIND) != KIND:
+        raise InputError(f"expected {KIND}, got {obj.get('kind')!r}", "kind")
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "nrt") if isinstance(meta, dict) else "nrt"
+    attrs = _attrs(obj.get("attributes"), "attributes")
+    threads = _int_attr(attrs, ATTR_THREADS, "attributes", minimum=1) or 1
+    zones_raw = obj.get("zones")
+    if not isinstance(zones_raw, list):
+        raise InputError("required list", "zones")
+    parsed: list[tuple[int, dict[str, Any], str]] = []
+    for i, z in enumerate(zones_raw):
+        where = f"zones[{i}]"
+        if not isinstance(z, dict):
+            raise InputError("must be a mapping", where)
+        if z.get("type") != "Node":
+            continue
+        m = _ZONE_RE.fullmatch(str(z.get("name", "")))
+        if m is None:
+            raise InputError(
+                f"a Node zone must be named node-<id>, got {z.get('name')!r}", f"{where}.name"
+            )
+        parsed.append((int(m.group(1)), z, where))
+    if not parsed:
+        raise InputError("no zone of type Node", "zones")
+    ids = [p[0] for p in parsed]
+    if len(set(ids)) != len(ids):
+        raise InputError("duplicate node-<id> zones", "zones")
+    nodes: list[NumaNode] = []
+    cpus: list[Cpu] = []
+    devices: list[Device] = []
+    next_cpu = 0
+    for nid, z, where in sorted(parsed, key=lambda p: p[0]):
+        memory = 0
+        huge: dict[int, int] = {}
+        n_cpus = 0
+        res = z.get("resources") or []
+        if not isinstance(res, list):
+            raise InputError("must be a list", f"{where}.resources")
+        for j, r in enumerate(res):
+            rw = f"{where}.resources[{j}]"
+            if not isinstance(r, dict) or not isinstance(r.get("name"), str):
+                raise InputError("must be a mapping with a string 'name'", rw)
+            for key in ("capacity", "allocatable", "available"):
+                if key in r:
+                    q = parse_quantity(r[key], f"{rw}.{key}")
+                    if q < 0:
+                        raise InputError(f"must be non-negative, got {r[key]!r}", f"{rw}.{key}")
+            if "capacity" not in r:
+                raise InputError("missing capacity", rw)
+            q = parse_quantity(r["capacity"], f"{rw}.capacity")
+            rname: str = r["name"]
+            if rname == "cpu":
+                if q.denominator != 1:
+                    raise InputError(
+                        f"a zone's cpu must be whole CPUs, got {r['capacity']!r}", f"{rw}.capacity"
+                    )
+                n_cpus = int(q)
+            elif rname == "memory":
+                memory = quantity_int(q)
+            elif rname.startswith("hugepages-"):
+                size = quantity_int(parse_quantity(rname.removeprefix("hugepages-"), f"{rw}.name"))
+                if size <= 0:
+                    raise InputError(f"bad page size in {rname!r}", f"{rw}.name")
+                huge[size] = quantity_int(q)
+            elif "/" in rname:
+                count = quantity_int(q)
+                short = rname.rsplit("/", 1)[-1]
+                devices.extend(
+                    Device(resource=rname, id=f"{short}-node{nid}-{k}", numa=(nid,))
+                    for k in range(count)
+                )
+        distances: dict[int, int] = {}
+        costs = z.get("costs") or []
+        if not isinstance(costs, list):
+            raise InputError("must be a list", f"{where}.costs")
+        for j, c in enumerate(costs):
+            cw = f"{where}.costs[{j}]"
+            if not isinstance(c, dict):
+                raise InputError("must be a mapping", cw)
+            cm = _ZONE_RE.fullmatch(str(c.get("name", "")))
+            if cm is None:
+                continue
+            v = c.get("value")
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise InputError(f"expected a non-negative integer, got {v!r}", f"{cw}.value")
+            if int(cm.group(1)) in ids:
+                distances[int(cm.group(1))] = v
+        zattrs = _attrs(z.get("attributes"), f"{where}.attributes")
+        cpu_ids: list[int]
+        if ATTR_CPUS in zattrs:
+            cpu_ids = sorted(parse_cpulist(zattrs[ATTR_CPUS], f"{where}.attributes.{ATTR_CPUS}"))
+            if len(cpu_ids) != n_cpus:
+                raise InputError(
+                    f"{ATTR_CPUS} lists {len(cpu_ids)} CPUs but cpu capacity is {n_cpus}", where
+                )
+        else:
+            cpu_ids = list(range(next_cpu, next_cpu + n_cpus))
+        socket = _int_attr(zattrs, ATTR_SOCKET, f"{where}.attributes")
+        for k, c in enumerate(cpu_ids):
+            core = cpu_ids[k - k % threads]
+            cpus.append(Cpu(id=c, core=core, socket=nid if socket is None else socket, numa=nid))
+        next_cpu = max([next_cpu, *(c + 1 for c in cpu_ids)])
+        nodes.append(
+            NumaNode(
+                id=nid,
+                memory=memory,
+                hugepages=dict(sorted(huge.items())),
+                distances=dict(sorted(distances.items())),
+            )
+        )
+    seen: set[int] = set()
+    for c in cpus:
+        if c.id in seen:
+            raise InputError(f"CPU {c.id} is listed in two zones", "zones")
+        seen.add(c.id)
+    return Machine(
+        name=str(name),
+        numa_nodes=tuple(nodes),
+        cpus=tuple(sorted(cpus, key=lambda c: c.id)),
+        devices=tuple(devices),
+        kubelet=_kubelet(obj, attrs),
+    )
+
+
+def load_nrt(path: str) -> Machine:
+    """Read a NodeResourceTopology YAML or JSON file (the first document)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InputError(e.strerror or str(e), path) from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        first = str(e).splitlines()[0] if str(e) else "malformed YAML"
+        raise InputError(f"malformed YAML: {first}", path) from None
+    if not docs:
+        raise InputError("empty document", path)
+    doc = docs[0]
+    if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+        doc = doc["items"][0] if doc["items"] else None
+    try:
+        return nrt_to_machine(doc)
+    except InputError as e:
+        raise e.within(path) from None
