@@ -412,7 +412,9 @@ def _error(doc: object, source: str = "pod.yaml") -> str:
             'pod.yaml: spec.containers[1].resources.limits.nvidia.com/gpu: must be a whole number, got "500m"',
         ),
         (
-            lambda d: d["spec"]["containers"].append(ctr("b", limits=["cpu"])),
+            lambda d: d["spec"]["containers"].append(
+                {"name": "b", "resources": {"limits": ["cpu"]}}
+            ),
             "pod.yaml: spec.containers[1].resources.limits: expected a mapping, got list",
         ),
         (
