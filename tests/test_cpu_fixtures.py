@@ -46,7 +46,7 @@ def regular(name: str, n: int, layout: Layout) -> Machine:
 
 
 def with_kubelet(machine: Machine, **kw: object) -> Machine:
-    cfg = {
+    cfg: dict[str, object] = {
         "cpu_manager_policy": "static",
         "system_reserved": {"cpu": 1000},
         "feature_gates": ALPHA_ON,
