@@ -121,6 +121,18 @@ def _cmd_state(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_discover(args: argparse.Namespace) -> int:
+    from numalign.machine.render import discover, render_discovery
+
+    found = discover(sysfs_root=args.sysfs_root, hwloc_xml=args.hwloc_xml,
+                     hwloc_synthetic=args.hwloc_synthetic, nrt=args.nrt, numatopo=args.numatopo,
+                     device_rules=args.device_rules)
+    for w in found.warnings:
+        print(f"numalign discover: warning: {w}", file=sys.stderr)
+    sys.stdout.write(render_discovery(found, args.output))
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from numalign.demo import walkthrough
 
@@ -158,6 +170,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", required=True)
     p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="table")
     p.set_defaults(handler=_cmd_state)
+
+    p = sub.add_parser("discover", help="discover a machine (live sysfs, capture, hwloc XML, NRT)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--sysfs-root", metavar="DIR|TARBALL", help="captured root (default: live /)")
+    src.add_argument("--hwloc-xml", metavar="FILE", help="hwloc XML topology (lstopo --of xml)")
+    src.add_argument("--hwloc-synthetic", metavar="DESC", help='e.g. "pack:2 numa:2 core:8 pu:2" (needs lstopo)')
+    src.add_argument("--nrt", metavar="FILE", help="NodeResourceTopology (topology.node.k8s.io/v1alpha2)")
+    src.add_argument("--numatopo", metavar="FILE", help="Volcano Numatopology (nodeinfo.volcano.sh/v1alpha1)")
+    p.add_argument("-o", "--output", choices=["yaml", "json", "table", "nrt"], default="yaml")
+    p.add_argument("--device-rules", metavar="FILE", help="YAML rules naming PCI devices as resources")
+    p.set_defaults(handler=_cmd_discover)
 
     p = sub.add_parser("demo", help="walk through the Topology Manager blog's example")
     p.set_defaults(handler=_cmd_demo)

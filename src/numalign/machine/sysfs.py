@@ -133,7 +133,8 @@ def is_tarball(path: str | Path) -> bool:
 
 
 def find_root(directory: str | Path) -> Path:
-    """The directory holding ``sys/devices/system/cpu`` (``directory`` or one up to 3 levels below).
+    """The directory holding ``sys/devices/system/cpu``: ``directory`` itself, or its only
+    subdirectory that does (captures often have one top-level folder).
 
     Raises :class:`InputError` when there is none: the directory is not a sysfs root.
     """
@@ -142,12 +143,19 @@ def find_root(directory: str | Path) -> Path:
         raise InputError("not a directory", str(directory))
     if (d / "sys" / "devices" / "system" / "cpu").is_dir():
         return d
-    for depth in (1, 2, 3):
-        hits = sorted(p.parent for p in d.glob("/".join(["*"] * depth) + "/sys") if p.is_dir())
-        hits = [h for h in hits if (h / "sys" / "devices" / "system" / "cpu").is_dir()]
-        if hits:
-            return hits[0]
-    raise InputError("not a sysfs root: no sys/devices/system/cpu below it", str(directory))
+    try:
+        subdirs = sorted(p for p in d.iterdir() if p.is_dir())
+    except OSError as e:
+        raise InputError(e.strerror or str(e), str(directory)) from None
+    hits = [p for p in subdirs if (p / "sys" / "devices" / "system" / "cpu").is_dir()]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise InputError(
+            f"several captured roots below it ({', '.join(h.name for h in hits[:3])}...); name one",
+            str(directory),
+        )
+    raise InputError("not a sysfs root: no sys/devices/system/cpu in it", str(directory))
 
 
 def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
@@ -274,6 +282,8 @@ def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
         package = fs.int_(f"{d}/topology/physical_package_id")
         core_id = fs.int_(f"{d}/topology/core_id")
         die = fs.int_(f"{d}/topology/die_id")
+        if die is not None and die < 0:
+            die = None
         if online and (package is None or core_id is None):
             no_topo.append(c)
         l3: int | None = None

@@ -1,0 +1,154 @@
+"""What ``numalign discover`` does: pick a source, discover, and print the result.
+
+:func:`discover` reads one source (live sysfs, a captured tree or tarball, hwloc XML, an hwloc
+synthetic description, a NodeResourceTopology or a Volcano Numatopology);
+:func:`render_discovery` prints it as the machine spec (``yaml``/``json``), as a table in the
+spirit of ``numactl -H`` plus an ``lstopo`` digest (``table``), or as an NRT object (``nrt``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from numalign.cpulist import format_cpulist
+from numalign.errors import InputError
+from numalign.machine.devices_naming import load_rules
+from numalign.machine.model import Machine
+from numalign.machine.sysfs import Discovery
+
+FORMATS = ("yaml", "json", "table", "nrt")
+
+
+def discover(
+    *,
+    sysfs_root: str | None = None,
+    hwloc_xml: str | None = None,
+    hwloc_synthetic: str | None = None,
+    nrt: str | None = None,
+    numatopo: str | None = None,
+    device_rules: str | None = None,
+) -> Discovery:
+    """Discover from at most one source; none given = the live system (``/``)."""
+    given = [s for s in (sysfs_root, hwloc_xml, hwloc_synthetic, nrt, numatopo) if s is not None]
+    if len(given) > 1:
+        raise InputError("give at most one source")
+    rules = load_rules(device_rules)
+    if hwloc_xml is not None:
+        from numalign.machine.hwloc import load_hwloc_xml
+
+        return load_hwloc_xml(hwloc_xml, rules)
+    if hwloc_synthetic is not None:
+        from numalign.machine.hwloc import hwloc_synthetic as synth
+
+        return synth(hwloc_synthetic, rules)
+    if nrt is not None:
+        from numalign.machine.nrt import load_nrt
+
+        return Discovery(machine=load_nrt(nrt))
+    if numatopo is not None:
+        from numalign.machine.numatopo import load_numatopo
+
+        m = load_numatopo(numatopo)
+        return Discovery(machine=m, warnings=["Numatopology has no memory, distances or devices"])
+    from numalign.machine.sysfs import load_sysfs
+
+    return load_sysfs(sysfs_root or "/", rules)
+
+
+def render_discovery(d: Discovery, fmt: str) -> str:
+    """The discovered machine as text in ``fmt`` (one of :data:`FORMATS`)."""
+    if fmt == "table":
+        return render_table(d.machine)
+    if fmt == "nrt":
+        import yaml
+
+        from numalign.machine.nrt import machine_to_nrt
+
+        return yaml.safe_dump(machine_to_nrt(d.machine), sort_keys=False)
+    from numalign.machine.spec import dump_machine, dump_machine_yaml
+
+    if fmt == "json":
+        return json.dumps(dump_machine(d.machine), indent=2) + "\n"
+    if fmt == "yaml":
+        return dump_machine_yaml(d.machine)
+    raise InputError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _size(n: int) -> str:
+    units = (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10))
+    for unit, shift in units:
+        if n >= 1 << shift:
+            text = f"{n / (1 << shift):.1f}".removesuffix(".0")
+            return f"{text} {unit}"
+    return f"{n} B"
+
+
+def _page(n: int) -> str:
+    for unit, shift in (("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def render_table(m: Machine) -> str:
+    """The machine as text: nodes, CPUs, memory, hugepages, devices, distance matrix."""
+    online = m.online_cpus
+    offline = [c.id for c in m.cpus if not c.online]
+    lines = [
+        f"machine: {m.name}",
+        f"  {len(m.node_ids)} NUMA nodes, {len(m.sockets)} sockets, "
+        f"{len({c.core for c in online})} cores, {len(online)} CPUs online"
+        + (f" ({format_cpulist(offline)} offline)" if offline else "")
+        + f", {m.cpus_per_core} thread(s) per core",
+        f"available: {len(m.node_ids)} nodes ({format_cpulist(m.node_ids)})",
+    ]
+    per_node_devices: dict[int, Counter[str]] = {i: Counter() for i in m.node_ids}
+    unplaced: Counter[str] = Counter()
+    multi: Counter[tuple[str, tuple[int, ...]]] = Counter()
+    for d in m.devices:
+        if not d.numa:
+            unplaced[d.resource] += 1
+        elif len(d.numa) > 1:
+            multi[(d.resource, d.numa)] += 1
+        else:
+            per_node_devices.setdefault(d.numa[0], Counter())[d.resource] += 1
+    for n in m.numa_nodes:
+        cpus = [c for c in online if c.numa == n.id]
+        lines.append(f"node {n.id} cpus: {format_cpulist(c.id for c in cpus) or '(none)'}")
+        lines.append(f"node {n.id} size: {_size(n.memory)}")
+        if cpus:
+            sockets = sorted({c.socket for c in cpus})
+            l3 = {c.uncore_cache for c in cpus if c.uncore_cache is not None}
+            lines.append(
+                f"node {n.id} topology: socket {format_cpulist(sockets)}, "
+                f"{len({c.core for c in cpus})} cores" + (f", {len(l3)} L3" if l3 else "")
+            )
+        if n.hugepages:
+            parts = [
+                f"{_page(size)} x {total // size}" for size, total in sorted(n.hugepages.items())
+            ]
+            lines.append(f"node {n.id} hugepages: {', '.join(parts)}")
+        devs = per_node_devices.get(n.id)
+        if devs:
+            lines.append(
+                f"node {n.id} devices: " + ", ".join(f"{r} x{c}" for r, c in sorted(devs.items()))
+            )
+    for (res, numa), c in sorted(multi.items()):
+        lines.append(f"nodes {format_cpulist(numa)} devices: {res} x{c}")
+    if unplaced:
+        lines.append(
+            "devices without NUMA locality: "
+            + ", ".join(f"{r} x{c}" for r, c in sorted(unplaced.items()))
+        )
+    if m.has_distances and len(m.node_ids) > 0:
+        ids = m.node_ids
+        width = max(4, *(len(str(i)) + 1 for i in ids))
+        lines.append("node distances:")
+        lines.append("node " + "".join(f"{i:>{width}}" for i in ids))
+        for i in ids:
+            row = m.node_by_id[i].distances
+            lines.append(f"{i:>4}:" + "".join(f"{row[j]:>{width}}" for j in ids))
+    else:
+        lines.append("node distances: unknown")
+    return "\n".join(lines) + "\n"
