@@ -1,0 +1,525 @@
+"""The kubelet's device manager (``devicemanager``): topology hints and device allocation.
+
+Behaviour follows ``pkg/kubelet/cm/devicemanager/topology_hints.go`` and ``manager.go``
+(spec section 5):
+
+* a container's device requests are its ``limits`` of device-plugin resources (resources the
+  machine has devices of, or that are still allocated in the state); pod scope uses the
+  pod-effective limits (init/sidecar max rule, spec section 7);
+* a resource none of whose devices reports a NUMA node -> ``None`` (no preference);
+* already allocated to the container (pod scope: to the pod) -> regenerated from those
+  devices, or ``[]`` when the count differs;
+* available = healthy - allocated (container scope: plus the devices of this pod's regular
+  init containers, ``devicesToReuse``); fewer than requested -> ``[]``;
+* ``generateDeviceTopologyHints``: a mask qualifies iff every reusable device that has a NUMA
+  node touches it and (reusable devices with a NUMA node) + (available devices touching it)
+  >= request; preferred iff its popcount equals the smallest mask touching at least
+  ``request`` devices of the resource, healthy or not. Both conditions are monotone, so the
+  hints are a :class:`~numalign.hints.GeneratedHints` over all NUMA nodes.
+
+Allocation (``devicesToAllocate`` + ``filterByAffinity``) takes, per resource: the reusable
+init-container devices first, then devices with a NUMA node in the hint, then devices whose
+NUMA nodes are all outside the hint, then devices without NUMA information (the kubelet's own
+order: ``aligned``, ``unaligned``, ``noAffinity``; no device plugin ``GetPreferredAllocation``
+is modelled). The kubelet picks inside each class in Go set order (random); numalign is
+deterministic: inside a class it prefers a device sharing a ``pcie_root`` with devices
+already chosen for this container, else it starts the PCIe root that best fits the remaining
+count (the smallest root that can hold it all, else the largest), ties broken by the natural
+order of device ids (``gpu2`` before ``gpu10``). Class order is never traded for PCIe
+locality, so alignment to the hint is kept whenever the kubelet would keep it.
+
+Extended resources the machine has no device of at all: the kubelet's device manager skips
+them and its predicate admission drops "missing extended resources", so such a pod is
+admitted without devices. numalign rejects it by default (``strict_unknown_resources``) with
+the device manager's message for an unregistered resource, ``UnexpectedAdmissionError``
+"Allocate failed due to cannot allocate unregistered device <name>, which is unexpected";
+pass ``strict_unknown_resources=False`` for the kubelet's lenient behaviour.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from numalign.bitmask import mask_of
+from numalign.errors import InputError, UnexpectedAdmissionError
+from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.machine.model import Device, Machine
+from numalign.pods import Container, ContainerKind, Pod
+
+__all__ = [
+    "DeviceManager",
+    "DeviceState",
+    "device_sort_key",
+    "is_extended_resource",
+    "pod_limits",
+]
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes ``IsExtendedResourceName``: a domain-prefixed name outside kubernetes.io."""
+    if "/" not in name or name.startswith("requests."):
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def device_sort_key(device_id: str) -> tuple[tuple[int, int | str], ...]:
+    """Natural order of device ids: ``gpu2`` < ``gpu10``."""
+    parts = _DIGITS.split(device_id)
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p != "")
+
+
+def pod_limits(pod: Pod) -> dict[str, int]:
+    """Pod-effective limits (``resource.PodLimits`` without overhead): per resource
+    max(max over regular init containers of (its limit + earlier sidecars), sum of app
+    containers + sidecars)."""
+    sidecars: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    for c in pod.init_containers:
+        for r, q in c.limits.items():
+            if c.kind is ContainerKind.SIDECAR:
+                sidecars[r] = sidecars.get(r, 0) + q
+            else:
+                init_max[r] = max(init_max.get(r, 0), sidecars.get(r, 0) + q)
+    out: dict[str, int] = {}
+    for c in pod.app_containers:
+        for r, q in c.limits.items():
+            out[r] = out.get(r, 0) + q
+    for r, q in sidecars.items():
+        out[r] = out.get(r, 0) + q
+    for r, q in init_max.items():
+        out[r] = max(out.get(r, 0), q)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DeviceState:
+    """Which devices each container holds, and the devices each pod may reuse.
+
+    ``allocated``: pod uid -> container -> resource -> device ids (natural order).
+    ``reusable``: the kubelet's in-memory ``devicesToReuse`` (pod uid -> resource -> ids):
+    devices of a pod's regular init containers that its later containers take first.
+    """
+
+    allocated: dict[str, dict[str, dict[str, list[str]]]] = field(default_factory=dict)
+    reusable: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+
+    def copy(self) -> DeviceState:
+        return DeviceState(
+            {
+                p: {c: {r: list(ids) for r, ids in rs.items()} for c, rs in cs.items()}
+                for p, cs in self.allocated.items()
+            },
+            {p: {r: set(ids) for r, ids in rs.items()} for p, rs in self.reusable.items()},
+        )
+
+    def container_devices(self, pod_uid: str, container: str, resource: str) -> list[str]:
+        return self.allocated.get(pod_uid, {}).get(container, {}).get(resource, [])
+
+    def pod_devices(self, pod_uid: str, resource: str) -> set[str]:
+        out: set[str] = set()
+        for rs in self.allocated.get(pod_uid, {}).values():
+            out.update(rs.get(resource, ()))
+        return out
+
+    def in_use(self, resource: str) -> set[str]:
+        """kubelet ``allocatedDevices[resource]``."""
+        out: set[str] = set()
+        for cs in self.allocated.values():
+            for rs in cs.values():
+                out.update(rs.get(resource, ()))
+        return out
+
+    def resources(self) -> set[str]:
+        return {r for cs in self.allocated.values() for rs in cs.values() for r in rs}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "allocated": {
+                p: {
+                    c: {r: sorted(ids, key=device_sort_key) for r, ids in sorted(rs.items())}
+                    for c, rs in cs.items()
+                }
+                for p, cs in self.allocated.items()
+            },
+            "reusable": {
+                p: {r: sorted(ids, key=device_sort_key) for r, ids in sorted(rs.items())}
+                for p, rs in self.reusable.items()
+            },
+        }
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> DeviceState:
+        if not isinstance(d, Mapping):
+            raise InputError("device state must be an object")
+        try:
+            allocated = {
+                str(p): {
+                    str(c): {str(r): [str(i) for i in ids] for r, ids in rs.items()}
+                    for c, rs in cs.items()
+                }
+                for p, cs in (d.get("allocated") or {}).items()
+            }
+            reusable = {
+                str(p): {str(r): {str(i) for i in ids} for r, ids in rs.items()}
+                for p, rs in (d.get("reusable") or {}).items()
+            }
+        except (AttributeError, TypeError) as e:
+            raise InputError(f"invalid device state: {e}") from None
+        return DeviceState(allocated, reusable)
+
+
+# --------------------------------------------------------------------------------------------
+# Hints
+# --------------------------------------------------------------------------------------------
+
+
+def _min_affinity_size(nodes: list[int], device_masks: list[int], request: int) -> int:
+    """Smallest popcount of a mask touching at least ``request`` of the devices (kubelet
+    ``minAffinitySize``, initialised to the number of NUMA nodes)."""
+    n = len(nodes)
+    if request <= 0:
+        return 1 if n else 0
+    masks = [m for m in device_masks if m]
+    if len(masks) < request:
+        return n
+    per_node = {v: sum(1 for m in masks if m >> v & 1) for v in nodes}
+    if all(m.bit_count() == 1 for m in masks):
+        counts = sorted(per_node.values(), reverse=True)
+        acc = 0
+        for k, c in enumerate(counts, 1):
+            acc += c
+            if acc >= request:
+                return k
+        return n
+    order = sorted(nodes, key=lambda v: (-per_node[v], v))
+
+    def touched(mask: int) -> int:
+        return sum(1 for m in masks if m & mask)
+
+    def exists(k: int) -> bool:
+        def go(i: int, left: int, chosen: int) -> bool:
+            got = touched(chosen)
+            if got >= request:
+                return True
+            if left == 0 or i >= n:
+                return False
+            # bound: each further node adds at most its untouched devices
+            gains = [sum(1 for m in masks if m >> v & 1 and not m & chosen) for v in order[i:]]
+            if got + sum(heapq.nlargest(left, gains)) < request:
+                return False
+            return go(i + 1, left - 1, chosen | 1 << order[i]) or go(i + 1, left, chosen)
+
+        return go(0, k, 0)
+
+    for k in range(1, n + 1):
+        if exists(k):
+            return k
+    return n
+
+
+def generate_hints(
+    nodes: Iterable[int],
+    all_devices: Iterable[Device],
+    available: Iterable[Device],
+    reusable: Iterable[Device],
+    request: int,
+) -> ResourceHints:
+    """kubelet ``generateDeviceTopologyHints`` as a rule (``[]`` when no mask qualifies)."""
+    node_list = sorted(nodes)
+    min_size = _min_affinity_size(node_list, [mask_of(d.numa) for d in all_devices], request)
+    reuse_masks = [mask_of(d.numa) for d in reusable if d.numa]
+    avail_masks = [mask_of(d.numa) for d in available if d.numa]
+    fixed = len(reuse_masks)
+
+    def feasible(mask: int) -> bool:
+        if any(not m & mask for m in reuse_masks):
+            return False
+        return fixed + sum(1 for m in avail_masks if m & mask) >= request
+
+    gen = GeneratedHints(
+        nodes=tuple(node_list),
+        universe=mask_of(node_list),
+        feasible=feasible,
+        preferred_size=min_size,
+    )
+    if gen.is_empty():
+        return []
+    return gen
+
+
+# --------------------------------------------------------------------------------------------
+# The manager
+# --------------------------------------------------------------------------------------------
+
+
+class _DeviceError(Exception):
+    pass
+
+
+class DeviceManager:
+    """The kubelet device manager as a numalign provider (``name = "devices"``)."""
+
+    name = "devices"
+
+    def __init__(
+        self,
+        machine: Machine,
+        state: DeviceState | None = None,
+        *,
+        strict_unknown_resources: bool = True,
+    ) -> None:
+        self.machine = machine
+        self.state = state if state is not None else DeviceState()
+        self.strict_unknown_resources = strict_unknown_resources
+        self._devices: dict[str, dict[str, Device]] = {}
+        for d in machine.devices:
+            self._devices.setdefault(d.resource, {})[d.id] = d
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def is_device_resource(self, resource: str) -> bool:
+        """kubelet ``isDevicePluginResource``: registered, or still allocated."""
+        return resource in self._devices or resource in self.state.resources()
+
+    def _has_topology(self, resource: str) -> bool:
+        return any(d.numa for d in self._devices.get(resource, {}).values())
+
+    def _healthy(self, resource: str) -> set[str]:
+        return {i for i, d in self._devices.get(resource, {}).items() if d.healthy}
+
+    def _device(self, resource: str, device_id: str) -> Device:
+        d = self._devices.get(resource, {}).get(device_id)
+        return d if d is not None else Device(resource, device_id)
+
+    def _requests(self, limits: Mapping[str, int]) -> dict[str, int]:
+        return {r: int(q) for r, q in limits.items() if self.is_device_resource(r)}
+
+    def _generate(
+        self, resource: str, available: Iterable[str], reusable: Iterable[str], request: int
+    ) -> ResourceHints:
+        return generate_hints(
+            self.machine.node_ids,
+            self._devices.get(resource, {}).values(),
+            [self._device(resource, i) for i in available],
+            [self._device(resource, i) for i in reusable],
+            request,
+        )
+
+    # -- hints ---------------------------------------------------------------------------
+
+    def container_hints(self, pod: Pod, container: Container) -> ProviderHints:
+        out: dict[str, ResourceHints] = {}
+        for resource, requested in sorted(self._requests(container.limits).items()):
+            if not self._has_topology(resource):
+                out[resource] = None
+                continue
+            allocated = self.state.container_devices(pod.uid, container.name, resource)
+            if allocated:
+                if len(allocated) != requested:
+                    out[resource] = []
+                else:
+                    out[resource] = self._generate(resource, allocated, (), requested)
+                continue
+            available = self._healthy(resource) - self.state.in_use(resource)
+            reusable = self.state.reusable.get(pod.uid, {}).get(resource, set())
+            if len(available | reusable) < requested:
+                out[resource] = []
+                continue
+            out[resource] = self._generate(resource, available, reusable, requested)
+        return out
+
+    def pod_hints(self, pod: Pod) -> ProviderHints:
+        out: dict[str, ResourceHints] = {}
+        for resource, requested in sorted(self._requests(pod_limits(pod)).items()):
+            if not self._has_topology(resource):
+                out[resource] = None
+                continue
+            allocated = self.state.pod_devices(pod.uid, resource)
+            if allocated:
+                if len(allocated) != requested:
+                    out[resource] = []
+                else:
+                    out[resource] = self._generate(resource, allocated, (), requested)
+                continue
+            available = self._healthy(resource) - self.state.in_use(resource)
+            if len(available) < requested:
+                out[resource] = []
+                continue
+            out[resource] = self._generate(resource, available, (), requested)
+        return out
+
+    # -- allocation ----------------------------------------------------------------------
+
+    def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> None:
+        """kubelet ``ManagerImpl.Allocate``; raises UnexpectedAdmissionError, state untouched."""
+        work = self.state.copy()
+        try:
+            self._allocate_into(work, pod, container, hint)
+        except _DeviceError as e:
+            raise UnexpectedAdmissionError(str(e)) from None
+        self.state.allocated = work.allocated
+        self.state.reusable = work.reusable
+
+    def _allocate_into(
+        self, st: DeviceState, pod: Pod, container: Container, hint: TopologyHint
+    ) -> None:
+        reuse = st.reusable.setdefault(pod.uid, {})
+        for uid in list(st.reusable):
+            if uid != pod.uid:
+                del st.reusable[uid]
+        if self.strict_unknown_resources:
+            for r in sorted(container.limits):
+                if is_extended_resource(r) and not self.is_device_resource(r):
+                    raise _DeviceError(f"cannot allocate unregistered device {r}")
+        for resource, needed in sorted(self._requests(container.limits).items()):
+            chosen = self._devices_to_allocate(
+                st, pod.uid, container.name, resource, needed, reuse.get(resource, set()), hint
+            )
+            if chosen:
+                entry = st.allocated.setdefault(pod.uid, {}).setdefault(container.name, {})
+                entry[resource] = sorted(
+                    set(entry.get(resource, [])) | set(chosen), key=device_sort_key
+                )
+        mine = st.allocated.get(pod.uid, {}).get(container.name, {})
+        if container.kind is ContainerKind.INIT:
+            for r, ids in mine.items():
+                reuse.setdefault(r, set()).update(ids)
+        else:
+            for r, ids in mine.items():
+                if r in reuse:
+                    reuse[r].difference_update(ids)
+
+    def _devices_to_allocate(
+        self,
+        st: DeviceState,
+        pod_uid: str,
+        container: str,
+        resource: str,
+        required: int,
+        reusable: set[str],
+        hint: TopologyHint,
+    ) -> list[str]:
+        needed = required
+        previous = st.allocated.get(pod_uid, {}).get(container, {}).get(resource)
+        if previous is not None:
+            needed -= len(previous)
+            if needed != 0:
+                raise _DeviceError(
+                    f'pod "{pod_uid}" container "{container}" changed request for resource '
+                    f'"{resource}" from {len(previous)} to {required}'
+                )
+        if resource not in self._devices:
+            raise _DeviceError(f"cannot allocate unregistered device {resource}")
+        healthy = self._healthy(resource)
+        if not healthy:
+            raise _DeviceError(
+                f"no healthy devices present; cannot allocate unhealthy devices {resource}"
+            )
+        if previous is not None and not set(previous) <= healthy:
+            raise _DeviceError(
+                f"previously allocated devices are no longer healthy; cannot allocate unhealthy devices {resource}"
+            )
+        if needed == 0:
+            return []
+        chosen: list[str] = []
+        # 1. devices of this pod's init containers (unhealthy ones are never handed out)
+        for d in sorted(reusable & healthy, key=device_sort_key):
+            if needed == 0:
+                return chosen
+            chosen.append(d)
+            needed -= 1
+        if needed == 0:
+            return chosen
+        available = healthy - st.in_use(resource) - set(chosen)
+        if len(available) < needed:
+            raise _DeviceError(
+                f"requested number of devices unavailable for {resource}. "
+                f"Requested: {needed}, Available: {len(available)}"
+            )
+        aligned, unaligned, no_affinity = self._filter_by_affinity(resource, available, hint)
+        for group in (aligned, unaligned, no_affinity):
+            needed = self._take(resource, group, needed, chosen)
+            if needed == 0:
+                return chosen
+        raise _DeviceError(
+            f"unexpectedly allocated less resources than required. Requested: {required}, "
+            f"Got: {required - needed}"
+        )
+
+    def _filter_by_affinity(
+        self, resource: str, available: set[str], hint: TopologyHint
+    ) -> tuple[list[str], list[str], list[str]]:
+        """kubelet ``filterByAffinity``: aligned (some NUMA node in the hint), unaligned (NUMA
+        nodes, none in the hint), no affinity (no NUMA node); everything is "no affinity"
+        when the resource has no topology or the hint has no affinity."""
+        ids = sorted(available, key=device_sort_key)
+        if not self._has_topology(resource) or hint.affinity is None:
+            return [], [], ids
+        aligned: list[str] = []
+        unaligned: list[str] = []
+        none: list[str] = []
+        for i in ids:
+            d = self._device(resource, i)
+            if not d.numa:
+                none.append(i)
+            elif mask_of(d.numa) & hint.affinity:
+                aligned.append(i)
+            else:
+                unaligned.append(i)
+        return aligned, unaligned, none
+
+    def _take(self, resource: str, group: list[str], needed: int, chosen: list[str]) -> int:
+        """Pick up to ``needed`` devices of one class, PCIe-root aware (see module doc)."""
+        left = list(group)
+        while needed > 0 and left:
+            roots = {self._device(resource, c).pcie_root for c in chosen} - {None}
+            same = [i for i in left if self._device(resource, i).pcie_root in roots]
+            if same:
+                pick = same[0]
+            else:
+                by_root: dict[str, list[str]] = {}
+                for i in left:
+                    root = self._device(resource, i).pcie_root
+                    by_root.setdefault(root if root is not None else f"\0{i}", []).append(i)
+                groups = list(by_root.values())
+                fitting = [g for g in groups if len(g) >= needed]
+                if fitting:
+                    best = min(fitting, key=lambda g: (len(g), device_sort_key(g[0])))
+                else:
+                    best = min(groups, key=lambda g: (-len(g), device_sort_key(g[0])))
+                pick = best[0]
+            chosen.append(pick)
+            left.remove(pick)
+            needed -= 1
+        return needed
+
+    # -- release -------------------------------------------------------------------------
+
+    def release_container(self, pod_uid: str, container_name: str) -> None:
+        pod = self.state.allocated.get(pod_uid)
+        if pod is None or container_name not in pod:
+            return
+        del pod[container_name]
+        if not pod:
+            del self.state.allocated[pod_uid]
+        reuse = self.state.reusable.get(pod_uid)
+        if reuse:
+            for r in list(reuse):
+                reuse[r] &= self.state.pod_devices(pod_uid, r)
+
+    def release_pod(self, pod_uid: str) -> None:
+        self.state.allocated.pop(pod_uid, None)
+        self.state.reusable.pop(pod_uid, None)
