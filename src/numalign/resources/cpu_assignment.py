@@ -14,7 +14,9 @@ to hand out for a request of ``n`` CPUs out of a set of available CPUs.
   (standard deviation rounded to 3 decimals, as the kubelet does).
 
 Both raise :class:`CpuAssignmentError` with the kubelet's error text when the request cannot
-be met. The semantics follow ``spec/kubelet.md`` section 3.6 and the newest upstream
+be met. One deliberate deviation: on asymmetric topologies the kubelet can hand out a "whole"
+socket or core that includes CPUs outside the available set (its free test uses per-unit
+averages); numalign never returns unavailable CPUs (see ``_Accumulator._take_full``). The semantics follow ``spec/kubelet.md`` section 3.6 and the newest upstream
 behaviour (ceil-based partial uncore-cache claim with the odd-request rule; remainder
 subsets counted in whole CPU groups).
 """
@@ -323,7 +325,12 @@ class _Accumulator:
             cpus = members[x]
             if not self.needs(len(cpus)):
                 continue
-            self.take(cpus)
+            # The kubelet takes the element's whole CPU set here. On asymmetric machines
+            # (offline CPUs, hybrid cores) its "free" test compares against an average
+            # (CPUsPerSocket, CPUsPerCore) and that set can hold CPUs that are not available -
+            # already assigned to another container. numalign takes only the available ones;
+            # on every symmetric machine both are the same set.
+            self.take(cpus & self.free)
 
     def take_full_numas(self) -> None:
         self._take_full(self.free_numas(), self.topo.cpus_in_numa)
