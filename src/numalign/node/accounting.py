@@ -56,16 +56,17 @@ def numa_amounts(node: Node) -> dict[int, ZoneAmounts]:
                 z.allocatable[res] = table.allocatable
                 z.available[res] = table.free
     taken: set[tuple[str, str]] = set()
-    for containers in node.state.devices.allocated.values():
-        for per_res in containers.values():
+    for per_container in node.state.devices.allocated.values():
+        for per_res in per_container.values():
             for res, ids in per_res.items():
                 taken.update((res, d) for d in ids)
     for d in m.devices:
         if not d.numa:
             continue
-        z = out.get(d.numa[0])
-        if z is None:
+        zone = out.get(d.numa[0])
+        if zone is None:
             continue
+        z = zone
         z.capacity[d.resource] = z.capacity.get(d.resource, 0) + 1
         z.allocatable.setdefault(d.resource, 0)
         z.available.setdefault(d.resource, 0)

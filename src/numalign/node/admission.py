@@ -31,7 +31,7 @@ from numalign.policies import (
 )
 from numalign.resources.base import Provider
 from numalign.resources.cpu import CpuManager, CpuState, new_cpu_state
-from numalign.resources.devices import DeviceManager, DeviceState, new_device_state
+from numalign.resources.devices import DeviceManager, DeviceState
 from numalign.resources.memory import MemoryManager, MemoryState, new_memory_state
 from numalign.scopes import Decision, Rejected, admit
 
@@ -126,7 +126,7 @@ class Node:
     @staticmethod
     def empty_state(machine: Machine) -> NodeState:
         return NodeState(
-            new_cpu_state(machine), new_memory_state(machine), new_device_state(machine)
+            new_cpu_state(machine), new_memory_state(machine), DeviceState()
         )
 
     @classmethod
@@ -192,20 +192,20 @@ class Node:
         with :meth:`commit` is exactly what the node's own admission produces.
         """
         policy, scope = self.policy_for(pod)
-        names = {"policy": policy.policy.value, "scope": scope.value}
+        pol, sc = policy.policy.value, scope.value
         if pod.uid in self.state.pods or any(
             p.get("key") == pod.key for p in self.state.pods.values()
         ):
             return PodResult(pod, False, "UnexpectedAdmissionError",
-                             f"pod {pod.key} is already admitted on this node", **names), None
+                             f"pod {pod.key} is already admitted on this node", policy=pol, scope=sc), None
         work = self.state.copy()
         try:
             decisions = admit(policy, scope, self.providers(work), pod)
         except Rejected as e:
-            return PodResult(pod, False, e.reason, e.message, **names,
+            return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc,
                              containers=tuple(self._rejected(d, explain) for d in e.decisions)), None
         except AdmissionError as e:
-            return PodResult(pod, False, e.reason, e.message, **names), None
+            return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc), None
         results = tuple(self._container_result(work, pod, d, explain) for d in decisions)
         work.pods[pod.uid] = {
             "key": pod.key,
@@ -217,7 +217,7 @@ class Node:
                 for r in results
             ],
         }
-        return PodResult(pod, True, None, None, **names, containers=results), work
+        return PodResult(pod, True, None, None, policy=pol, scope=sc, containers=results), work
 
     def commit(self, planned: NodeState) -> None:
         """Adopt a state returned by :meth:`plan` (made on the current state)."""
