@@ -847,3 +847,29 @@ def test_init_reuse_hints_and_pod_release() -> None:
     mgr.release_pod("p1")
     assert mgr.state.default_set == ALL12
     assert mgr.state.assignments == {} and mgr.state.cpus_to_reuse == {}
+
+
+def test_64_numa_nodes_hints_are_a_rule() -> None:
+    """On 64 NUMA nodes the hints stay a rule; the merge finds the preferred 2-node mask."""
+    from numalign.merge import merge_lists
+
+    big = regular("numa64", 256, lambda c: (c, c // 128, c // 4, c // 4))
+    # free: node 6 one CPU (27), node 7 three (29-31), node 63 four; everything else busy
+    busy = set(range(0, 24)) | {24, 25, 26} | {28} | set(range(32, 252))
+    mgr = manager(
+        big, default=frozenset(range(256)) - busy, assignments={"x": {"c": frozenset(busy)}}
+    )
+    mgr.validate_state()
+    pod = go_pod("c", 6000, 6000)
+    answer = mgr.container_hints(pod, pod.containers[0])
+    assert answer is not None
+    gen = answer["cpu"]
+    assert isinstance(gen, GeneratedHints)
+    assert gen.preferred_size == 2  # 4 CPUs per node on the empty machine
+    assert gen.contains(mask_of([6, 7, 63])) and not gen.contains(mask_of([6, 7]))
+    assert gen.contains(mask_of([7, 63]))  # 3 + 4 free
+    best = merge_lists([gen], mgr.machine.all_nodes_mask)
+    assert best == TopologyHint(mask_of([7, 63]), True)
+    mgr.allocate(pod, pod.containers[0], best)
+    # sockets-first packing: the whole free node 63, then two single CPUs of node 7
+    assert mgr.state.cpuset(pod.uid, "c") == cs("29,30,252-255")
