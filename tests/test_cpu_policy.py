@@ -873,3 +873,10 @@ def test_64_numa_nodes_hints_are_a_rule() -> None:
     mgr.allocate(pod, pod.containers[0], best)
     # sockets-first packing: the whole free node 63, then two single CPUs of node 7
     assert mgr.state.cpuset(pod.uid, "c") == cs("29,30,252-255")
+
+
+def test_is_a_provider() -> None:
+    from numalign.resources.base import Provider
+
+    provider: Provider = manager(HINTS_MACHINE, default=ALL12)
+    assert provider.name == "cpu"
