@@ -133,6 +133,18 @@ def _cmd_discover(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from numalign.launcher import run_command
+
+    return run_command(args)
+
+
+def _cmd_ps(args: argparse.Namespace) -> int:
+    from numalign.launcher import ps_command
+
+    return ps_command(args)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from numalign.demo import walkthrough
 
@@ -181,6 +193,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", choices=["yaml", "json", "table", "nrt"], default="yaml")
     p.add_argument("--device-rules", metavar="FILE", help="YAML rules naming PCI devices as resources")
     p.set_defaults(handler=_cmd_discover)
+
+    from numalign.launcher import add_ps_arguments, add_run_arguments
+
+    p = sub.add_parser("run", help="run a command pinned to an aligned allocation (-- CMD ARGS...)")
+    add_run_arguments(p)
+    p.set_defaults(handler=_cmd_run)
+
+    p = sub.add_parser("ps", help="list the live allocations of numalign run")
+    add_ps_arguments(p)
+    p.set_defaults(handler=_cmd_ps)
 
     p = sub.add_parser("demo", help="walk through the Topology Manager blog's example")
     p.set_defaults(handler=_cmd_demo)
