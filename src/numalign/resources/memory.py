@@ -310,9 +310,13 @@ def _check_policy(name: str) -> str:
     return name
 
 
-def default_machine_state(machine: Machine) -> dict[int, NodeMemoryState]:
+def default_machine_state(machine: Machine, check: bool = True) -> dict[int, NodeMemoryState]:
     """kubelet ``getDefaultMachineState``: per node, hugepages and regular memory minus the
-    per-node ``reservedMemory``; regular allocatable also excludes the hugepages."""
+    per-node ``reservedMemory``; regular allocatable also excludes the hugepages.
+
+    With ``check`` a reservation larger than the memory is an InputError; without it the
+    (negative) numbers are kept, so a state comparison just fails, as in the kubelet (where
+    the uint64 arithmetic wraps around)."""
     reserved = _system_reserved(machine)
     sizes = sorted({s for n in machine.numa_nodes for s in n.hugepages})
     out: dict[int, NodeMemoryState] = {}
@@ -324,7 +328,7 @@ def default_machine_state(machine: Machine) -> dict[int, NodeMemoryState]:
             name = hugepage_resource_name(size)
             total = node.hugepages.get(size, 0)
             sr = node_res.get(name, 0)
-            if sr > total:
+            if check and sr > total:
                 raise InputError(
                     f"reserved {sr} bytes of {name} on NUMA node {node.id}, which has {total}",
                     "kubelet.reservedMemory",
@@ -333,7 +337,7 @@ def default_machine_state(machine: Machine) -> dict[int, NodeMemoryState]:
             hp_total += total
         sr = node_res.get(MEMORY, 0)
         alloc = node.memory - sr - hp_total
-        if alloc < 0:
+        if check and alloc < 0:
             raise InputError(
                 f"NUMA node {node.id}: reserved memory ({sr}) plus hugepages ({hp_total}) exceed "
                 f"its memory ({node.memory})",
@@ -486,7 +490,7 @@ class MemoryManager:
                 )
             st.machine_state = default_machine_state(self.machine)
             return
-        expected = default_machine_state(self.machine)
+        expected = default_machine_state(self.machine, check=False)
         for pod_uid, containers in st.assignments.items():
             for cname, blocks in containers.items():
                 for b in blocks:
