@@ -146,6 +146,11 @@ class DeviceState:
         return {r for cs in self.allocated.values() for rs in cs.values() for r in rs}
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"allocated": {pod: {container: {resource: [ids]}}}}``.
+
+        ``reusable`` is left out: like the kubelet's ``devicesToReuse`` it is admission
+        scratch (dropped for every other pod when a pod is allocated), not checkpointed.
+        """
         return {
             "allocated": {
                 p: {
@@ -153,10 +158,6 @@ class DeviceState:
                     for c, rs in cs.items()
                 }
                 for p, cs in self.allocated.items()
-            },
-            "reusable": {
-                p: {r: sorted(ids, key=device_sort_key) for r, ids in sorted(rs.items())}
-                for p, rs in self.reusable.items()
             },
         }
 
@@ -172,13 +173,9 @@ class DeviceState:
                 }
                 for p, cs in (d.get("allocated") or {}).items()
             }
-            reusable = {
-                str(p): {str(r): {str(i) for i in ids} for r, ids in rs.items()}
-                for p, rs in (d.get("reusable") or {}).items()
-            }
         except (AttributeError, TypeError) as e:
             raise InputError(f"invalid device state: {e}") from None
-        return DeviceState(allocated, reusable)
+        return DeviceState(allocated, {})
 
 
 # --------------------------------------------------------------------------------------------
