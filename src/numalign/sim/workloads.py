@@ -1,0 +1,428 @@
+"""Simulator workloads: time-ordered pod arrivals, and the workload spec string of the CLI.
+
+A :class:`Workload` is a time-ordered sequence of :class:`Arrival` ``(time_s, pod,
+duration_s)``: at ``time_s`` seconds from the start of the replay the pod is submitted; once
+it runs it departs ``duration_s`` seconds later (``None``: it never departs in the replay).
+Ties in time keep the source order.
+
+Sources, one module each:
+
+* :mod:`numalign.sim.trace_alibaba2025` - Alibaba GPU-disaggregated DLRM trace (NSDI'25);
+* :mod:`numalign.sim.trace_alibaba2023` - Alibaba ``openb`` GPU pod lists (ATC'23, FGD);
+* :mod:`numalign.sim.synthetic` - the seeded generator;
+* :mod:`numalign.sim.manifests` - a directory of pod manifests.
+
+The CLI names one with a **workload spec** (:func:`parse_workload_spec`)::
+
+    alibaba2025[:PATH][?limit=N&rdma_units=4]
+    alibaba2023[:PATH|:VARIANT][?limit=N&gpu_share=whole|drop&interval=S]
+    synthetic[:count=N,seed=S,load=X,duration=S,rate=R,guaranteed=W,burstable=W,...]
+    dir:PATH[?interval=S]
+
+``PATH`` defaults to the trace under ``<shared>/traces/``; for ``alibaba2023`` a bare
+variant name (``default``, ``multigpu50``, ``gpuspec33``) picks ``openb_pod_list_<v>.csv``.
+Options follow ``?`` (or, for ``synthetic``, ``:``) as ``key=value`` pairs separated by ``&``
+or ``,``. Errors are one line and name the part of the spec that is wrong.
+
+CSV helpers shared by the trace readers live here too: rows are read with the stdlib
+:mod:`csv` module one at a time, and a malformed value raises :class:`InputError`
+``<file>:<line>: <column>: <problem>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import TYPE_CHECKING, overload
+
+from numalign.errors import InputError
+from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid, pod_qos
+
+if TYPE_CHECKING:
+    from numalign.machine.model import Machine
+
+#: Annotation a pod manifest may carry to set its arrival time (seconds) in a replay.
+ARRIVAL_ANNOTATION = "numalign.io/arrival-seconds"
+#: Annotation a pod manifest may carry to set how long it runs (seconds) in a replay.
+DURATION_ANNOTATION = "numalign.io/duration-seconds"
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One pod submission: at ``time_s``, running for ``duration_s`` (None: forever)."""
+
+    time_s: float
+    pod: Pod
+    duration_s: float | None = None
+
+    @property
+    def departure_s(self) -> float | None:
+        """When the pod would leave if it started at its arrival time."""
+        return None if self.duration_s is None else self.time_s + self.duration_s
+
+
+@dataclass(frozen=True)
+class Workload(Sequence[Arrival]):
+    """A named, time-ordered sequence of arrivals (sorted on construction, stable)."""
+
+    name: str
+    arrivals: tuple[Arrival, ...] = ()
+    #: human description of where it came from and how it was mapped (for reports)
+    description: str = ""
+    #: source parameters (path, limits, seed ...), JSON-friendly, for the report
+    params: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.arrivals, key=lambda a: a.time_s))  # stable
+        object.__setattr__(self, "arrivals", ordered)
+
+    @overload
+    def __getitem__(self, index: int) -> Arrival: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Arrival]: ...
+    def __getitem__(self, index: int | slice) -> Arrival | Sequence[Arrival]:
+        return self.arrivals[index]
+
+    def __len__(self) -> int:
+        return len(self.arrivals)
+
+    def __iter__(self) -> Iterator[Arrival]:
+        return iter(self.arrivals)
+
+    @property
+    def pods(self) -> list[Pod]:
+        return [a.pod for a in self.arrivals]
+
+    @property
+    def span_s(self) -> float:
+        """Time from the first arrival to the last arrival or departure."""
+        if not self.arrivals:
+            return 0.0
+        end = max((a.departure_s if a.departure_s is not None else a.time_s) for a in self.arrivals)
+        return end - self.arrivals[0].time_s
+
+
+# --------------------------------------------------------------------------------------------
+# CSV rows
+# --------------------------------------------------------------------------------------------
+
+_MISSING = frozenset({"", "nan", "NaN", "NAN", "null", "None"})
+
+
+@dataclass(frozen=True)
+class CsvRow:
+    """One data row of a trace file, with its position for error messages."""
+
+    path: str
+    line: int
+    values: Mapping[str, str]
+
+    def error(self, column: str, problem: str) -> InputError:
+        return InputError(problem, f"{self.path}:{self.line}: {column}")
+
+    def has(self, column: str) -> bool:
+        return column in self.values
+
+    def text(self, column: str) -> str:
+        return self.values.get(column, "").strip()
+
+    def is_missing(self, column: str) -> bool:
+        return self.text(column) in _MISSING
+
+    def decimal(self, column: str, *, minimum: int | None = 0) -> Fraction | int:
+        """An exact, finite decimal number (an int when whole); missing values are errors."""
+        raw = self.values.get(column, "").strip()
+        # fast paths: most trace values are plain non-negative decimals ("12", "120.0")
+        if raw.isdigit():
+            return int(raw)  # non-negative, so above every minimum used here
+        whole, dot, frac = raw.partition(".")
+        if dot and whole.isdigit() and frac.isdigit():
+            frac = frac.rstrip("0")
+            if not frac:
+                return int(whole)
+            return Fraction(int(whole + frac), 10 ** len(frac))
+        if raw in _MISSING:
+            raise self.error(column, "missing value")
+        try:
+            value = Fraction(Decimal(raw))
+        except (InvalidOperation, ValueError):
+            raise self.error(column, f"expected a number, got {raw!r}") from None
+        if minimum is not None and value < minimum:
+            raise self.error(column, f"must be at least {minimum}, got {raw!r}")
+        return value
+
+    def whole(self, column: str, *, minimum: int = 0) -> int:
+        """A whole number (``8`` or ``8.0``)."""
+        value = self.decimal(column, minimum=minimum)
+        if isinstance(value, int):
+            if value < minimum:
+                raise self.error(column, f"must be at least {minimum}, got {self.text(column)!r}")
+            return value
+        if value.denominator != 1:
+            raise self.error(column, f"expected a whole number, got {self.text(column)!r}")
+        return int(value)
+
+    def time(self, column: str) -> float | None:
+        """Seconds from the trace start; None for a missing value (NaN in the trace)."""
+        if self.is_missing(column):
+            return None
+        value = self.decimal(column, minimum=None)
+        f = float(value)
+        if not math.isfinite(f) or f < 0:
+            raise self.error(column, f"expected a time in seconds >= 0, got {self.text(column)!r}")
+        return f
+
+
+def read_csv_rows(
+    path: str | os.PathLike[str],
+    required: Sequence[str],
+    *,
+    limit: int | None = None,
+) -> Iterator[CsvRow]:
+    """Stream the data rows of a CSV file with a header line.
+
+    The header must hold every ``required`` column (else an error naming the first missing
+    one); every row must have as many fields as the header. Blank lines are skipped.
+    ``limit`` stops after that many data rows.
+    """
+    name = os.fspath(path)
+    try:
+        fh = open(name, encoding="utf-8", newline="")  # noqa: SIM115 - closed by the with below
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", name) from None
+    with fh:
+        reader = csv.reader(fh)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise InputError("empty file, expected a CSV header line", f"{name}:1")
+            header = [h.strip() for h in header]
+            for col in required:
+                if col not in header:
+                    raise InputError(
+                        f"missing column {col!r} in the header (found: {', '.join(header)})",
+                        f"{name}:1",
+                    )
+            count = 0
+            for fields in reader:
+                if limit is not None and count >= limit:
+                    return
+                if not fields or all(not f.strip() for f in fields):
+                    continue
+                line = reader.line_num
+                if len(fields) != len(header):
+                    raise InputError(
+                        f"expected {len(header)} fields like the header, got {len(fields)}",
+                        f"{name}:{line}",
+                    )
+                count += 1
+                yield CsvRow(name, line, dict(zip(header, fields, strict=True)))
+        except csv.Error as e:
+            raise InputError(f"malformed CSV: {e}", f"{name}:{reader.line_num}") from None
+        except UnicodeDecodeError as e:
+            raise InputError(f"not UTF-8 text: {e.reason}", name) from None
+
+
+def kube_name(raw: str) -> str:
+    """A trace identifier as a DNS-1123 pod name (``instance_7185`` -> ``instance-7185``)."""
+    out = "".join(ch if ch.isalnum() else "-" for ch in raw.strip().lower()).strip("-")
+    return out or "pod"
+
+
+_QOS_CACHE: dict[tuple[tuple[str, int], ...], QOSClass] = {}
+
+
+def single_container_pod(
+    namespace: str, name: str, requests: Mapping[str, int], limits: Mapping[str, int]
+) -> Pod:
+    """A pod with one app container ``main`` (QoS by the kubelet's rules, cached by shape)."""
+    container = Container("main", ContainerKind.APP, requests=dict(requests), limits=dict(limits))
+    key = (*sorted(requests.items()), ("", -1), *sorted(limits.items()))
+    qos = _QOS_CACHE.get(key)
+    if qos is None:
+        qos = _QOS_CACHE[key] = pod_qos([container])
+    return Pod(
+        namespace=namespace,
+        name=name,
+        uid=default_uid(namespace, name),
+        qos=qos,
+        containers=(container,),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Workload spec strings
+# --------------------------------------------------------------------------------------------
+
+SOURCES = ("alibaba2025", "alibaba2023", "synthetic", "dir")
+
+
+def _split_options(text: str, part: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in text.replace("&", ",").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"expected key=value, got {item!r}", part)
+        if key in out:
+            raise InputError(f"option {key!r} given twice", part)
+        out[key] = value.strip()
+    return out
+
+
+def option_int(opts: Mapping[str, str], key: str, part: str, *, minimum: int = 0) -> int | None:
+    if key not in opts:
+        return None
+    raw = opts[key]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"expected a whole number, got {raw!r}", f"{part}: {key}") from None
+    if value < minimum:
+        raise InputError(f"must be at least {minimum}, got {raw!r}", f"{part}: {key}")
+    return value
+
+
+def option_float(
+    opts: Mapping[str, str], key: str, part: str, *, minimum: float = 0.0, strict: bool = False
+) -> float | None:
+    if key not in opts:
+        return None
+    raw = opts[key]
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"expected a number, got {raw!r}", f"{part}: {key}") from None
+    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        rel = ">" if strict else ">="
+        raise InputError(
+            f"must be a finite number {rel} {minimum:g}, got {raw!r}", f"{part}: {key}"
+        )
+    return value
+
+
+def check_options(opts: Mapping[str, str], known: Sequence[str], part: str) -> None:
+    for key in opts:
+        if key not in known:
+            raise InputError(
+                f"unknown option {key!r} (known: {', '.join(known)})", f"{part}: {key}"
+            )
+
+
+def parse_workload_spec(
+    spec: str,
+    shared_dir: str | os.PathLike[str] | None = None,
+    *,
+    cluster: Sequence[tuple[str, Machine]] | None = None,
+) -> Workload:
+    """Build the workload a CLI spec string names (grammar in the module docstring).
+
+    ``shared_dir`` is where ``traces/`` lives (the default trace paths); ``cluster`` is the
+    cluster the synthetic generator scales its load to (default: the built-in default
+    cluster). Raises :class:`InputError` with a one-line message naming the spec part.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise InputError(
+            "empty workload spec (expected alibaba2025, alibaba2023, synthetic or dir:PATH)",
+            "workload",
+        )
+    spec = spec.strip()
+    source = spec.partition(":")[0].split("?", 1)[0].strip()
+    if source not in SOURCES:
+        raise InputError(
+            f"unknown source {source!r} (expected one of: {', '.join(SOURCES)})",
+            f"workload {spec!r}",
+        )
+    part = f"workload {source}"
+    if source == "synthetic":
+        body = spec[len("synthetic") :]
+        if body.startswith(("?", ":")):
+            body = body[1:]
+        elif body:
+            raise InputError("expected ':' or '?' after synthetic", part)
+        from numalign.sim.synthetic import SYNTHETIC_OPTIONS, generate, params_from_options
+
+        opts = _split_options(body, part)
+        check_options(opts, SYNTHETIC_OPTIONS, part)
+        params = params_from_options(opts, part)
+        if cluster is None:
+            from numalign.sim.cluster import builtin_cluster
+
+            cluster = builtin_cluster("default")
+        return generate(params, cluster)
+
+    # path sources: SOURCE[:PATH][?OPTIONS]
+    after = spec[len(source) :]
+    path_text = ""
+    query = ""
+    if after.startswith(":"):
+        path_text, _, query = after[1:].partition("?")
+    elif after.startswith("?"):
+        query = after[1:]
+    elif after:
+        raise InputError(f"expected ':' or '?' after {source}", part)
+    path_text = path_text.strip()
+    opts = _split_options(query, part)
+
+    if source == "dir":
+        if not path_text:
+            raise InputError("missing directory (dir:PATH)", part)
+        from numalign.sim.manifests import read_manifest_dir
+
+        check_options(opts, ("interval",), part)
+        interval = option_float(opts, "interval", part)
+        return read_manifest_dir(path_text, interval_s=1.0 if interval is None else interval)
+
+    if source == "alibaba2025":
+        from numalign.sim.trace_alibaba2025 import DEFAULT_RDMA_UNITS, default_path, read_trace
+
+        check_options(opts, ("limit", "rdma_units"), part)
+        path = path_text or _default(default_path, shared_dir, part)
+        units = option_int(opts, "rdma_units", part, minimum=1)
+        return read_trace(
+            path,
+            limit=option_int(opts, "limit", part, minimum=1),
+            rdma_units=DEFAULT_RDMA_UNITS if units is None else units,
+        )
+
+    from numalign.sim import trace_alibaba2023 as t23
+
+    check_options(opts, ("limit", "gpu_share", "interval"), part)
+    if path_text and os.sep not in path_text and not path_text.endswith(".csv"):
+        if shared_dir is None:
+            raise InputError(
+                f"variant {path_text!r} needs the shared directory (or give a .csv path)", part
+            )
+        path = t23.variant_path(shared_dir, path_text)
+    else:
+        path = path_text or _default(t23.default_path, shared_dir, part)
+    share = opts.get("gpu_share", t23.DEFAULT_GPU_SHARE)
+    if share not in t23.GPU_SHARE_MODES:
+        raise InputError(
+            f"expected one of {', '.join(t23.GPU_SHARE_MODES)}, got {share!r}", f"{part}: gpu_share"
+        )
+    interval = option_float(opts, "interval", part)
+    return t23.read_trace(
+        path,
+        limit=option_int(opts, "limit", part, minimum=1),
+        gpu_share=share,
+        interval_s=t23.DEFAULT_INTERVAL_S if interval is None else interval,
+    )
+
+
+def _default(
+    fn: Callable[[str | os.PathLike[str]], str],
+    shared_dir: str | os.PathLike[str] | None,
+    part: str,
+) -> str:
+    if shared_dir is None:
+        raise InputError("no trace path given and no shared directory to find it in", part)
+    return fn(shared_dir)
