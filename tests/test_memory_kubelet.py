@@ -24,6 +24,7 @@ from numalign.resources.memory import (
     NodeMemoryState,
     machine_states_equivalent,
     new_memory_state,
+    pod_requests,
 )
 
 mb = 1 << 20
@@ -833,3 +834,80 @@ def test_equivalence_helper_group_sums() -> None:
     b = {0: N({MEM: T(gb, gb, 0, 0, gb)}, [0, 1], 1), 1: N({MEM: T(gb, 0, gb, 0, gb)}, [0, 1], 1)}
     assert machine_states_equivalent(a, b)
     assert not states_equal(a, b)
+
+
+# ---- TestStaticPolicyAllocateWithRestartableInitContainers --------------------------------
+
+
+def test_restartable_do_nothing_once_containers_exist() -> None:
+    """TestStaticPolicyAllocateWithRestartableInitContainers/should do nothing once containers
+    already exist under the state file."""
+    ms = {
+        0: N(
+            {
+                MEM: T(2560 * mb, 512 * mb, 2048 * mb, 512 * mb, 3 * gb),
+                HP1G: T(2 * gb, 2 * gb, 0, 0, 2 * gb),
+            },
+            [],
+        )
+    }
+    assignments = {"pod1": {"initContainer1": [B([0], MEM, gb)], "container1": [B([0], MEM, gb)]}}
+    sc = container("initContainer1", gb, gb, kind=ContainerKind.SIDECAR)
+    c1 = container("container1", gb, gb)
+    pod = guaranteed("pod1", sc, c1)
+    mm = _run_allocate(ms, assignments, pod, TopologyHint(None, False), [sc, c1])
+    assert blocks_equal(mm.state.assignments, assignments)
+    assert states_equal(mm.state.machine_state, ms)
+
+
+def test_restartable_init_memory_not_reused() -> None:
+    """TestStaticPolicyAllocateWithRestartableInitContainers/should not re-use restartable init
+    containers memory."""
+    ms = {
+        0: N(
+            {MEM: T(7 * gb, 7 * gb, 0, 512 * mb, 7680 * mb), HP1G: T(7 * gb, 7 * gb, 0, 0, 7 * gb)},
+            [0],
+        )
+    }
+    i1 = container("initContainer1", gb, gb, kind=ContainerKind.INIT)
+    s2 = container("restartableInitContainer2", 2 * gb, 2 * gb, kind=ContainerKind.SIDECAR)
+    i3 = container("initContainer3", 3 * gb, 3 * gb, kind=ContainerKind.INIT)
+    s4 = container("restartableInitContainer4", 4 * gb, 4 * gb, kind=ContainerKind.SIDECAR)
+    c1 = container("container1", gb, gb)
+    pod = guaranteed("pod1", i1, s2, i3, s4, c1)
+    mm = _run_allocate(ms, {}, pod, TopologyHint(None, False), [i1, s2, i3, s4, c1])
+    sizes = {
+        "initContainer1": 0,
+        "restartableInitContainer2": 2,
+        "initContainer3": 0,
+        "restartableInitContainer4": 4,
+        "container1": 1,
+    }
+    expected = {"pod1": {n: [B([0], MEM, q * gb), B([0], HP1G, q * gb)] for n, q in sizes.items()}}
+    assert blocks_equal(mm.state.assignments, expected)
+    assert states_equal(
+        mm.state.machine_state,
+        {
+            0: N(
+                {
+                    MEM: T(7 * gb, 0, 7 * gb, 512 * mb, 7680 * mb),
+                    HP1G: T(7 * gb, 0, 7 * gb, 0, 7 * gb),
+                },
+                [0],
+                10,
+            )
+        },
+    )
+    # pod-scope request: max(init max (3Gi + 2Gi sidecar before it), app 1Gi + sidecars 6Gi) = 7Gi
+    assert pod_requests(pod) == {MEM: 7 * gb, HP1G: 7 * gb}
+
+
+def test_pod_hints_regenerate_from_first_container_with_blocks() -> None:
+    ms = {0: N(STD, [0], 2), 1: N(STD, [1])}
+    assignments = {"pod1": {"container1": [B([0], MEM, gb), B([0], HP1G, gb)]}}
+    pod = guaranteed("pod1", container("container1", gb, gb), container("container2", gb, gb))
+    mm = MemoryManager(machine([0, 1]), st(ms, assignments))
+    # pod request is 2Gi: the blocks (1Gi) do not match -> no preference
+    assert mm.pod_hints(pod) is None
+    one = guaranteed("pod1", container("container1", gb, gb))
+    assert _mat(mm.pod_hints(one)) == {MEM: [H(0, pref=True)], HP1G: [H(0, pref=True)]}
