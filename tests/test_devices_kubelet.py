@@ -490,3 +490,57 @@ def test_release_and_roundtrip() -> None:
     assert dm.state.container_devices("fakePod", "a0", "r/x")
     dm.release_pod("fakePod")
     assert dm.state.to_dict() == before
+
+
+# ---- manager_test.go -----------------------------------------------------------------
+
+
+def test_init_container_device_allocation() -> None:
+    """TestInitContainerDeviceAllocation: init devices are reallocated to app containers."""
+    r1, r2 = "domain1.com/resource1", "domain2.com/resource2"
+    m = Machine(
+        "m",
+        (NumaNode(0, GiB),),
+        (),
+        devices=(
+            Device(r1, "dev1"),
+            Device(r1, "dev2"),
+            Device(r2, "dev3", (0,)),
+            Device(r2, "dev4", (0,)),
+        ),
+    )
+    dm = DeviceManager(m)
+    i1, i2 = init("i1", {r1: 1}), init("i2", {r1: 2})
+    c1, c2 = app("c1", {r1: 1, r2: 1}), app("c2", {r1: 1, r2: 1})
+    p = pod(i1, i2, c1, c2)
+    for c in (i1, i2, c1, c2):
+        dm.allocate(p, c, TopologyHint(None, True))
+    got = {c.name: set(dm.state.container_devices("fakePod", c.name, r1)) for c in (i1, i2, c1, c2)}
+    assert [len(got[n]) for n in ("i1", "i2", "c1", "c2")] == [1, 2, 1, 1]
+    assert got["i2"] >= got["i1"] and got["i2"] >= got["c1"] and got["i2"] >= got["c2"]
+    assert not got["c1"] & got["c2"]
+
+
+def test_restartable_init_container_device_allocation() -> None:
+    """TestRestartableInitContainerDeviceAllocation: sidecar devices are not reused."""
+    r1 = "domain1.com/resource1"
+    m = Machine(
+        "m", (NumaNode(0, GiB),), (), devices=tuple(Device(r1, f"dev{i}") for i in range(1, 7))
+    )
+    dm = DeviceManager(m)
+    i1 = init("regularInit1", {r1: 3})
+    s2 = Container("restartableInit2", ContainerKind.SIDECAR, {}, {r1: 1})
+    s3 = Container("restartableInit3", ContainerKind.SIDECAR, {}, {r1: 2})
+    c1, c2 = app("c1", {r1: 1}), app("c2", {r1: 2})
+    p = pod(i1, s2, s3, c1, c2)
+    for c in (i1, s2, s3, c1, c2):
+        dm.allocate(p, c, TopologyHint(None, True))
+    got = {
+        c.name: set(dm.state.container_devices("fakePod", c.name, r1)) for c in (i1, s2, s3, c1, c2)
+    }
+    assert [len(got[c.name]) for c in (i1, s2, s3, c1, c2)] == [3, 1, 2, 1, 2]
+    assert got["regularInit1"] >= got["restartableInit2"] | got["restartableInit3"]
+    dedicated = [got["restartableInit2"], got["restartableInit3"], got["c1"], got["c2"]]
+    for a in range(len(dedicated)):
+        for b in range(a + 1, len(dedicated)):
+            assert not dedicated[a] & dedicated[b]
