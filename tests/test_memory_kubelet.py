@@ -911,3 +911,14 @@ def test_pod_hints_regenerate_from_first_container_with_blocks() -> None:
     assert mm.pod_hints(pod) is None
     one = guaranteed("pod1", container("container1", gb, gb))
     assert _mat(mm.pod_hints(one)) == {MEM: [H(0, pref=True)], HP1G: [H(0, pref=True)]}
+
+
+def test_guaranteed_container_without_memory_is_left_alone() -> None:
+    mm = MemoryManager(machine([0]))
+    c = Container("c", ContainerKind.APP, {"cpu": 1000}, {"cpu": 1000})
+    pod = guaranteed("p", c)
+    assert mm.container_hints(pod, c) is None
+    assert mm.pod_hints(pod) is None
+    before = mm.state.to_dict()
+    mm.allocate(pod, c, TopologyHint(None, True))
+    assert mm.state.to_dict() == before

@@ -19,6 +19,12 @@ Behaviour follows ``pkg/kubelet/cm/memorymanager/policy_static.go`` (spec sectio
   containers' block sizes);
 * ``release_container`` is the kubelet's ``RemoveContainer``.
 
+A Guaranteed container always requests memory in Kubernetes (the QoS class needs a positive
+memory limit), so the kubelet never sees a Guaranteed container without memory. numalign pods
+may be built by hand: such a container is left alone (no hints, nothing allocated) rather
+than failing with the kubelet's "failed to get the default NUMA affinity" for an empty
+request.
+
 Hint sets are :class:`~numalign.hints.GeneratedHints`: the monotone part has as universe the
 nodes without assignments (for those, every mask passes the group rule, and the capacity
 checks are monotone); ``extra`` holds the allowed masks outside it - single nodes holding
@@ -530,6 +536,8 @@ class MemoryManager:
         blocks = self.state.blocks(pod.uid, container.name)
         if blocks is not None:
             return _regenerate(blocks, requested)
+        if not requested:
+            return None  # no memory requested: see the module docstring
         return self._calculate(pod.uid, requested)
 
     def pod_hints(self, pod: Pod) -> ProviderHints:
@@ -540,6 +548,8 @@ class MemoryManager:
             blocks = self.state.blocks(pod.uid, c.name)
             if blocks is not None:
                 return _regenerate(blocks, requested)
+        if not requested:
+            return None  # no memory requested: see the module docstring
         return self._calculate(pod.uid, requested)
 
     def hint_set(self, pod_uid: str, requested: Mapping[str, int]) -> GeneratedHints | None:
@@ -564,6 +574,8 @@ class MemoryManager:
         if existing is not None:
             _update_reusable(st, pod, container, existing)
             return
+        if not container_requests(container):
+            return  # no memory requested: see the module docstring
         work = st.copy()
         try:
             _allocate_into(work, pod, container, hint)
