@@ -739,3 +739,71 @@ def test_example_gpu_8x_rdma() -> None:
     assert all(d.bus_id for d in m.devices)
     assert m.kubelet.topology_manager_scope == "pod"
     assert m.distances[0] == {0: 10, 1: 12, 2: 32, 3: 32}
+
+
+# --------------------------------------------------------------------------------------------
+# robustness: any malformed document gives a one-line InputError, never another exception
+# --------------------------------------------------------------------------------------------
+
+_LEAF = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**20),
+    st.floats(),
+    st.text(max_size=6),
+    st.sampled_from(["1Gi", "-1", "0-3", "1e99999", "hugepages-1Gi", "nvidia.com/gpu"]),
+)
+_KEYS = st.one_of(
+    st.text(max_size=6),
+    st.integers(0, 3),
+    st.sampled_from(["id", "numa", "memory", "core", "socket", "limits", "numaNode", "perNuma"]),
+)
+_TREE = st.recursive(
+    _LEAF,
+    lambda ch: st.one_of(st.lists(ch, max_size=3), st.dictionaries(_KEYS, ch, max_size=4)),
+    max_leaves=12,
+)
+
+
+def _replace_random_subtree(doc: Any, data: st.DataObject) -> Any:
+    paths: list[list[Any]] = []
+
+    def walk(x: Any, p: list[Any]) -> None:
+        paths.append(p)
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, [*p, k])
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, [*p, i])
+
+    walk(doc, [])
+    path = data.draw(st.sampled_from(paths[1:]))
+    target = doc
+    for k in path[:-1]:
+        target = target[k]
+    target[path[-1]] = data.draw(_TREE)
+    return doc
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_malformed_documents_raise_input_error_only(data: st.DataObject) -> None:
+    base = data.draw(
+        st.sampled_from(
+            [
+                full(),
+                {
+                    "shape": {"sockets": 2, "gpusPerNuma": 1, "distances": {"local": 10}},
+                    "devices": [{"resource": "a/b", "perNuma": 1}],
+                    "kubelet": {"reservedMemory": [{"numaNode": 0, "limits": {"memory": 1}}]},
+                },
+            ]
+        )
+    )
+    doc = _replace_random_subtree(base, data)
+    try:
+        load_machine(doc, "m.yaml")
+    except InputError as e:
+        assert "\n" not in str(e)
+        assert str(e).startswith("m.yaml")

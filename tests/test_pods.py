@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numalign.errors import InputError
@@ -681,3 +682,85 @@ def test_guaranteed_cpus_from_quantities() -> None:
 def test_pod_guaranteed_cpus(containers: list[Container], n: int) -> None:
     assert pod_guaranteed_cpus(mkpod(*containers)) == n
     assert pod_guaranteed_cpus(mkpod(*containers, qos=B)) == 0
+
+
+# --------------------------------------------------------------------------------------------
+# robustness: malformed manifests give a one-line InputError, never another exception
+# --------------------------------------------------------------------------------------------
+
+_LEAF = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**20),
+    st.floats(),
+    st.text(max_size=6),
+    st.sampled_from(["1Gi", "-1", "2Gx", "Always", "v1", "Pod", "List", "nvidia.com/gpu"]),
+)
+_KEYS = st.one_of(
+    st.text(max_size=6),
+    st.integers(0, 3),
+    st.sampled_from(["name", "cpu", "memory", "limits", "requests", "kind", "items", "spec"]),
+)
+_TREE = st.recursive(
+    _LEAF,
+    lambda ch: st.one_of(st.lists(ch, max_size=3), st.dictionaries(_KEYS, ch, max_size=4)),
+    max_leaves=12,
+)
+
+_GOOD_LIST: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        {
+            "kind": "Pod",
+            "metadata": {"name": "a", "annotations": {"x": "y"}},
+            "spec": {
+                "topologyPolicy": "restricted",
+                "initContainers": [
+                    {
+                        "name": "i",
+                        "restartPolicy": "Always",
+                        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                    }
+                ],
+                "containers": [
+                    {
+                        "name": "c",
+                        "resources": {
+                            "requests": {"cpu": "1"},
+                            "limits": {"cpu": "2", "memory": "1Gi", "x.com/y": 1},
+                        },
+                    }
+                ],
+            },
+        }
+    ],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_malformed_manifests_raise_input_error_only(data: st.DataObject) -> None:
+    doc: Any = copy.deepcopy(_GOOD_LIST)
+    paths: list[list[Any]] = []
+
+    def walk(x: Any, p: list[Any]) -> None:
+        paths.append(p)
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, [*p, k])
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, [*p, i])
+
+    walk(doc, [])
+    path = data.draw(st.sampled_from(paths[1:]))
+    target = doc
+    for k in path[:-1]:
+        target = target[k]
+    target[path[-1]] = data.draw(_TREE)
+    try:
+        parse_pods(doc, "f.yaml")
+    except InputError as e:
+        assert "\n" not in str(e)
+        assert str(e).startswith("f.yaml")

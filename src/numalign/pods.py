@@ -120,8 +120,8 @@ _BINARY_SUFFIXES: dict[str, Fraction] = {
     "Ei": Fraction(2**60),
 }
 # sign, mantissa with at least one digit (``1``, ``1.5``, ``.5``, ``1.``), then a suffix
-_QUANTITY_RE = re.compile(r"([+-]?)(\d+\.?\d*|\.\d+)([A-Za-z]*)([+-]?\d*)")
-_EXPONENT_RE = re.compile(r"[eE]([+-]?\d+)")
+_QUANTITY_RE = re.compile(r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)([A-Za-z]*)([+-]?[0-9]*)")
+_EXPONENT_RE = re.compile(r"[eE]([+-]?[0-9]{1,6})")
 
 
 def parse_quantity(value: object, field: str | None = None) -> Quantity:
@@ -169,6 +169,11 @@ def parse_quantity(value: object, field: str | None = None) -> Quantity:
         scale = Fraction(10) ** power
     result = number * scale
     return -result if sign == "-" else result
+
+
+def _one_line(text: str) -> str:
+    """Error text on one line: user-supplied names may contain line breaks."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _round_away(q: Fraction) -> int:
@@ -498,7 +503,8 @@ def parse_pods(documents: object, source: str = "pods") -> list[Pod]:
         try:
             _parse_document(doc, out)
         except InputError as e:
-            raise InputError(e.problem, f"{where}: {e.field}" if e.field else where) from None
+            field = f"{where}: {e.field}" if e.field else where
+            raise InputError(_one_line(e.problem), _one_line(field)) from None
     return out
 
 

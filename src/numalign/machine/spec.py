@@ -82,7 +82,7 @@ from numalign.bitmask import MAX_NUMA_ID
 from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
-from numalign.pods import cpu_millis, parse_quantity, quantity_int
+from numalign.pods import _one_line, cpu_millis, parse_quantity, quantity_int
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 
@@ -628,7 +628,8 @@ def load_machine(data: object, source: str = "machine") -> Machine:
     try:
         return _load(data, source)
     except InputError as e:
-        raise InputError(e.problem, f"{source}: {e.field}" if e.field else source) from None
+        field = f"{source}: {e.field}" if e.field else source
+        raise InputError(_one_line(e.problem), _one_line(field)) from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # pragma: no cover - guard
         raise InputError(f"invalid machine spec: {e}", source) from None
 
