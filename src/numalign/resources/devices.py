@@ -54,6 +54,7 @@ __all__ = [
     "DeviceManager",
     "DeviceState",
     "device_sort_key",
+    "generate_hints",
     "is_extended_resource",
     "pod_limits",
 ]

@@ -59,9 +59,13 @@ __all__ = [
     "MemoryState",
     "MemoryTable",
     "NodeMemoryState",
+    "calculate_hints",
+    "container_requests",
+    "default_machine_state",
     "hugepage_resource_name",
     "machine_states_equivalent",
     "new_memory_state",
+    "pod_requests",
 ]
 
 POLICY_NONE = "None"
