@@ -12,13 +12,15 @@ they share the CPU and memory managers' state):
 * ``cpuManagerPolicy: static``; reserved CPUs: every thread of the core of the lowest online
   CPU (``--reserved-cpus`` overrides; the static policy needs a reservation > 0, and the
   system's own housekeeping lives there);
-* ``memoryManagerPolicy: Static`` always, with ``reservedMemory`` of 100Mi (the kubelet's
-  default hard eviction threshold) on the lowest NUMA node having that much, unless the
-  machine spec has its own. A Guaranteed pod needs a memory limit, so a run without
-  ``--memory`` asks for a nominal 1Mi; its memory is then *not* bound (the process may need
-  more than any one node has; first-touch keeps it local to its CPUs anyway). With
-  ``--memory``/``--hugepages-*`` the process is bound (``MPOL_BIND``) to the nodes the memory
-  manager chose;
+* ``memoryManagerPolicy: Static`` when memory is requested (``--memory``/``--hugepages-*``):
+  the process is then bound (``MPOL_BIND``) to the nodes the memory manager chose;
+  ``reservedMemory`` is 100Mi (the kubelet's default hard eviction threshold) on the lowest
+  NUMA node having room, unless the machine spec has its own. The shared state always keeps
+  the Static memory state; a request without memory is admitted with the ``None`` policy over
+  it (a Guaranteed pod needs a memory limit, so it carries a nominal 1Mi that nothing
+  accounts): under Static, a nominal request's only preferred hints are single nodes, and
+  ``restricted`` would refuse every CPU request spanning two nodes. Such a process is not
+  bound (first-touch keeps its memory local to its CPUs anyway);
 * ``topologyManagerPolicy`` from ``--policy``, default ``restricted``: it never spreads a
   request over more NUMA nodes than the smallest set that could hold it, yet a request larger
   than one node (``--gpus 8`` on a box with 4 GPUs per node) still runs, which
@@ -57,7 +59,7 @@ from numalign.errors import InputError, NumalignError, StateError
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
-    from numalign.node.admission import ContainerResult, Node, PodResult
+    from numalign.node.admission import Node, PodResult
     from numalign.pods import Pod
 
 NAMESPACE = "numalign-run"
@@ -207,9 +209,11 @@ def default_reserved_cpus(machine: Machine) -> frozenset[int]:
 
 
 def launcher_machine(
-    machine: Machine, policy: str = DEFAULT_POLICY, reserved_cpus: frozenset[int] | None = None
+    machine: Machine, policy: str = DEFAULT_POLICY, reserved_cpus: frozenset[int] | None = None,
+    *, memory: bool = True,
 ) -> Machine:
-    """``machine`` with the launcher's kubelet configuration (see the module docstring)."""
+    """``machine`` with the launcher's kubelet configuration (see the module docstring);
+    ``memory`` = False gives ``memoryManagerPolicy: None`` (a request without memory)."""
     from numalign.machine.model import ReservedMemory
     from numalign.policies import DEFAULT_MAX_NUMA_NODES, MAX_ALLOWABLE, parse_policy
 
@@ -236,7 +240,7 @@ def launcher_machine(
         topology_manager_policy_options=options,
         cpu_manager_policy="static",
         reserved_system_cpus=reserved_cpus or default_reserved_cpus(machine),
-        memory_manager_policy="Static",
+        memory_manager_policy="Static" if memory else "None",
         reserved_memory=reserved_memory,
     ))
 
@@ -403,10 +407,6 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     reclaimed: list[str] = field(default_factory=list)
 
-    @property
-    def container(self) -> ContainerResult:
-        return self.result.containers[0]
-
 
 def _cpulist(ids: Iterable[int]) -> str:
     from numalign.cpulist import format_cpulist
@@ -438,6 +438,8 @@ def make_plan(result: PodResult, machine: Machine, request: Request, state_dir: 
     from numalign.bitmask import ids_of
     from numalign.pinning import mempolicy_problem, numactl, usable_cpus, usable_mems
 
+    if not result.admitted or not result.containers:
+        return Plan(result, state_dir, notes=[f"not admitted: {result.reason}: {result.message}"])
     c = result.containers[0]
     mem_nodes = sorted({int(n) for key in c.memory for n in key.split(",")})
     plan = Plan(result, state_dir, c.cpus,
@@ -502,8 +504,8 @@ def plan_text(plan: Plan, warnings: Sequence[str] = ()) -> str:
     from numalign.node.render import explain_doc, results_table
 
     lines = [results_table([plan.result])]
-    c = plan.container
-    if c.explain is not None:
+    c = plan.result.containers[0] if plan.result.containers else None
+    if c is not None and c.explain is not None:
         ex = explain_doc(c.explain)
         for name, hints in ex["providers"].items():
             lines.append(f"hints {name}: {json.dumps(hints)}")
@@ -523,6 +525,10 @@ def plan_text(plan: Plan, warnings: Sequence[str] = ()) -> str:
 # ------------------------------------------------------------------------------- admission
 
 
+def _without_memory(machine: Machine) -> Machine:
+    return replace(machine, kubelet=replace(machine.kubelet, memory_manager_policy="None"))
+
+
 def _never_fits(machine: Machine, pod: Pod) -> PodResult | None:
     from numalign.node.admission import Node
 
@@ -532,14 +538,24 @@ def _never_fits(machine: Machine, pod: Pod) -> PodResult | None:
 
 def admit(
     machine: Machine, pod: Pod, state_dir: Path | None, *, record: Mapping[str, Any] | None,
-    explain: bool = False, wait: bool = False, timeout: float | None = None,
+    bind_memory: bool = True, explain: bool = False, wait: bool = False,
+    timeout: float | None = None,
 ) -> tuple[PodResult, list[str]]:
     """Admit ``pod`` under the state lock, reclaiming dead runs first; with ``wait``, retry
     (lock released between tries, exponential back-off up to 1 s) until it fits or ``timeout``.
 
+    ``machine`` has the launcher's configuration with ``memoryManagerPolicy: Static``, which
+    the shared state keeps; a request without memory (``bind_memory`` = False) is admitted
+    with the memory manager's ``None`` policy over the same state (it neither reads nor
+    changes the memory state), so a CPU or device request spanning NUMA nodes is not refused
+    for a nominal memory request that fits one node.
+
     ``record`` (the run's bookkeeping) is written to ``runs.json`` on admission; None = a dry
-    run (nothing is written). Raises :class:`Rejected` when it does not fit.
+    run (nothing is written, a rejection is returned). Raises :class:`Rejected` when it does
+    not fit.
     """
+    from numalign.node.admission import Node
+
     dry = record is None
     if dry and state_dir is not None and not (state_dir / "state.json").exists():
         state_dir = None  # nothing allocated yet; do not create the directory for a plan
@@ -552,17 +568,19 @@ def admit(
             runs = read_runs(state_dir) if state_dir is not None else {}
             before = dict(runs)
             reclaimed += reclaim(node, runs)
-            result = node.admit(pod, explain=explain)
+            actor = node if bind_memory else Node(_without_memory(machine), node.state)
+            result = actor.admit(pod, explain=explain)
+            node.state = actor.state
             if result.admitted and record is not None:
                 runs[pod.key] = dict(record)
             if state_dir is not None and not dry and runs != before:
                 write_runs(state_dir, runs)
-        if result.admitted:
-            return result, reclaimed
+        if result.admitted or dry:
+            return result, reclaimed  # a dry run shows a rejection with its explanation
         reason, message = result.reason or "Rejected", result.message or ""
         if not wait:
             raise Rejected(reason, message)
-        never = _never_fits(machine, pod)
+        never = _never_fits(machine if bind_memory else _without_memory(machine), pod)
         if never is not None:
             raise Rejected(never.reason or reason,
                            f"{never.message} (does not fit even on the empty machine; not waiting)")
@@ -637,20 +655,22 @@ def run_command(args: argparse.Namespace) -> int:
     ident = self_identity()
     pod = request_pod(request, ident, argv)
     if args.dry_run:
-        result, reclaimed = admit(machine, pod, state_dir, record=None, explain=True)
+        result, reclaimed = admit(machine, pod, state_dir, record=None, explain=True,
+                                  bind_memory=request.binds_memory)
         plan = make_plan(result, machine, request, state_dir, pin=not args.no_pin)
         plan.reclaimed = reclaimed
         if args.output == "json":
             print(json.dumps(plan_doc(plan, source.warnings), indent=2))
         else:
             print(plan_text(plan, source.warnings))
-        return 0
+        return 0 if result.admitted else 1
     from numalign.pinning import boot_id
 
     record = {"pid": ident.pid, "start": ident.start, "argv": argv, "boot_id": boot_id(),
               "started_at": time.time(), "user": os.getuid()}
     try:
-        result, _ = admit(machine, pod, state_dir, record=record, wait=args.wait, timeout=args.timeout)
+        result, _ = admit(machine, pod, state_dir, record=record, wait=args.wait,
+                          timeout=args.timeout, bind_memory=request.binds_memory)
     except Rejected as e:
         print(f"numalign run: {e.message}", file=sys.stderr)
         return 1
