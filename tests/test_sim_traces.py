@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import shared_path
 from numalign.errors import InputError
 from numalign.pods import QOSClass, guaranteed_cpus
 from numalign.sim import trace_alibaba2023 as t23
 from numalign.sim import trace_alibaba2025 as t25
-
-from conftest import shared_path
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -57,12 +56,8 @@ def test_2025_mapping(tmp_path: Path) -> None:
     hn = by["instance-0"]
     assert hn.time_s == 0.0 and hn.duration_s is None  # pre-existing, never deleted
     c = hn.pod.containers[0]
-    assert c.requests == c.limits == {
-        "cpu": 12000,
-        "memory": 120 * GIB,
-        "nvidia.com/gpu": 1,
-        "rdma/hca": 1,
-    }
+    expected = {"cpu": 12000, "memory": 120 * GIB, "nvidia.com/gpu": 1, "rdma/hca": 1}
+    assert c.requests == c.limits == expected
     assert hn.pod.qos is QOSClass.GUARANTEED
     assert guaranteed_cpus(hn.pod, c) == 12  # exclusive CPUs
     cn = by["instance-13574"]
@@ -83,9 +78,8 @@ def test_2025_rdma_units_and_limit(tmp_path: Path) -> None:
     assert len(w) == 2
     assert all(a.pod.containers[0].requests.get("rdma/hca") == 1 for a in w)
     assert t25.rdma_devices(0, 4) == 0
-    assert [t25.rdma_devices(x, 4) for x in (1, 10, 25, 26, 50, 51, 75, 100)] == [
-        1, 1, 1, 2, 2, 3, 3, 4
-    ]
+    shares = (1, 10, 25, 26, 50, 51, 75, 100)
+    assert [t25.rdma_devices(x, 4) for x in shares] == [1, 1, 1, 2, 2, 3, 3, 4]
 
 
 def test_2025_burstable_when_limit_above_request(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED, shared_path
 
+from conftest import REPO, SHARED, shared_path
 from numalign.errors import InputError
 from numalign.pods import ContainerKind, QOSClass, effective_pod_requests, guaranteed_cpus
 from numalign.sim.cluster import builtin_cluster, cluster_capacity
@@ -172,7 +172,10 @@ def test_spec_synthetic_options() -> None:
         ("syntheticfoo", "workload 'syntheticfoo': unknown source"),
         ("alibaba2025?limit=0", "workload alibaba2025: limit: must be at least 1"),
         ("alibaba2025?rows=5", "workload alibaba2025: rows: unknown option 'rows'"),
-        ("alibaba2023?gpu_share=half", "workload alibaba2023: gpu_share: expected one of whole, drop"),
+        (
+            "alibaba2023?gpu_share=half",
+            "workload alibaba2023: gpu_share: expected one of whole, drop",
+        ),
         ("dir:", "workload dir: missing directory (dir:PATH)"),
         ("dir", "workload dir: missing directory (dir:PATH)"),
     ],
