@@ -180,8 +180,8 @@ def test_reserved_cpus_empty_string_is_explicit_empty_set() -> None:
     doc = full()
     doc["kubelet"] = {"reservedSystemCPUs": ""}
     assert load_machine(doc).kubelet.reserved_system_cpus == frozenset()
-    doc["kubelet"] = {"reservedSystemCPUs": "0-1,8"}
-    assert load_machine(doc).kubelet.reserved_system_cpus == frozenset({0, 1, 8})
+    doc["kubelet"] = {"reservedSystemCPUs": "0-1,3"}
+    assert load_machine(doc).kubelet.reserved_system_cpus == frozenset({0, 1, 3})
     doc["kubelet"] = {}
     assert load_machine(doc).kubelet.reserved_system_cpus is None
 
@@ -553,6 +553,10 @@ _DELETE = object()
         (
             _set("kubelet.reservedSystemCPUs", "0-"),
             "m.yaml: kubelet.reservedSystemCPUs: invalid cpulist '0-': '' is not a CPU number",
+        ),
+        (
+            _set("kubelet.reservedSystemCPUs", "3-5"),
+            "m.yaml: kubelet.reservedSystemCPUs: CPUs 4-5 are not in cpus",
         ),
         (
             _set("kubelet.systemReserved", {"cpu": "lots"}),

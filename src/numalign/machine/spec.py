@@ -58,7 +58,8 @@ and come before the ``devices`` list.
 Rules checked (errors are one line and name the field, e.g.
 ``fig1.yaml: numaNodes[1].distances: missing entry for node 0``): unknown fields (outside
 ``kubelet``), types, duplicate ids, negative sizes, hugepage totals that are not a multiple
-of their page size, CPUs and devices on NUMA nodes that do not exist, the threads of one core
+of their page size, CPUs and devices on NUMA nodes that do not exist, reserved CPUs that
+do not exist, the threads of one core
 on different NUMA nodes, distances incomplete on some node when any node has them, bad
 cpulists and quantities. In ``kubelet`` unknown fields are ignored (a whole
 KubeletConfiguration may be pasted) and known ones are type-checked; policy names are
@@ -610,6 +611,12 @@ def _load(data: object, source: str) -> Machine:
         cpus = _load_cpus(_required(doc, "cpus", ""), nodes)
     devices = _load_devices(doc.get("devices"), nodes, implicit)
     kubelet = _load_kubelet(doc.get("kubelet"), nodes)
+    if kubelet.reserved_system_cpus:
+        unknown = kubelet.reserved_system_cpus - {c.id for c in cpus}
+        if unknown:
+            raise InputError(
+                f"CPUs {format_cpulist(unknown)} are not in cpus", "kubelet.reservedSystemCPUs"
+            )
     return Machine(
         name=name,
         numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
