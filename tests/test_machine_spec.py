@@ -55,6 +55,8 @@ FULL: dict[str, Any] = {
         },
         {"resource": "nvidia.com/gpu", "id": "gpu1", "numa": [1, 0], "healthy": False},
         {"resource": "example.com/nic", "id": "nic0", "numa": []},
+        {"resource": "example.com/nic", "id": "nic1", "numa": None},
+        {"resource": "example.com/nic", "id": "nic2", "numa": 1},
     ],
     "kubelet": {
         "topologyManagerPolicy": "restricted",
@@ -94,6 +96,8 @@ def test_full_form() -> None:
         Device("nvidia.com/gpu", "gpu0", (0,), True, "0000:3a", "0000:3b:00.0"),
         Device("nvidia.com/gpu", "gpu1", (0, 1), False),
         Device("example.com/nic", "nic0", ()),
+        Device("example.com/nic", "nic1", ()),  # null: unknown, like []
+        Device("example.com/nic", "nic2", (1,)),  # a single node id
     )
     assert m.kubelet == KubeletConfig(
         topology_manager_policy="restricted",

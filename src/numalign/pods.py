@@ -487,7 +487,7 @@ def parse_pods(documents: object, source: str = "pods") -> list[Pod]:
     ``documents`` is one document (a mapping: a Pod or a List) or a sequence of documents
     (the result of ``yaml.safe_load_all``); ``None`` documents are skipped. Errors are one
     line: ``<source>: <field path>: <problem>``, with ``<source>[<n>]`` naming the document
-    when there are several.
+    (counted from 0) when there are several.
     """
     docs: list[object]
     if isinstance(documents, Sequence) and not isinstance(documents, str | bytes):

@@ -410,7 +410,9 @@ def _load_devices(
         dev_id = _str(_required(doc, "id", path), f"{path}.id")
         if not dev_id:
             raise InputError("must not be empty", f"{path}.id")
-        numa_raw = doc.get("numa", [])
+        numa_raw = doc.get("numa")
+        if numa_raw is None:
+            numa_raw = []  # no topology information
         numa: list[int] = []
         if isinstance(numa_raw, int) and not isinstance(numa_raw, bool):
             numa_raw = [numa_raw]
