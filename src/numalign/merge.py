@@ -126,17 +126,15 @@ class _View:
 
     __slots__ = ("gen", "has_nil", "masks", "pref_masks", "pref_nil")
 
-    def __init__(self, hints: HintList, default: int, materialize: bool) -> None:
+    def __init__(self, hints: HintList) -> None:
         self.gen: GeneratedHints | None = None
         self.pref_nil = False
         self.has_nil = False
         self.masks: set[int] = set()
         self.pref_masks: set[int] = set()
         if isinstance(hints, GeneratedHints):
-            if not materialize:
-                self.gen = hints
-                return
-            hints = hints.materialize()
+            self.gen = hints
+            return
         for h in hints:
             if h.affinity is None:
                 self.has_nil = True
@@ -186,13 +184,15 @@ def merge_lists(
     """The kubelet HintMerger result for flattened hint lists (see module docstring)."""
     if any(not isinstance(h, GeneratedHints) and len(h) == 0 for h in lists):
         return TopologyHint(default, False)  # an empty list: empty product
-    materialize = default.bit_count() <= MATERIALIZE_LIMIT
-    views = [_View(h, default, materialize) for h in lists]
+    views = [_View(h) for h in lists]
 
     best = _best_preferred(views, default, fit)
     if best is not None:
         return TopologyHint(best, True)
 
+    # No preferred merged hint: on small machines list generated sets out (2^N masks each)
+    if default.bit_count() <= MATERIALIZE_LIMIT:
+        views = [_View(v.gen.materialize()) if v.gen is not None else v for v in views]
     counts = [c for c in (v.narrowest_count() for v in views) if c is not None]
     best_count = max(counts, default=0)
     key = non_preferred_key(fit, best_count)

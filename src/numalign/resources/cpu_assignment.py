@@ -76,6 +76,10 @@ def _group(
     return {k: frozenset(v) for k, v in out.items()}
 
 
+_TOPOLOGY_CACHE_SIZE = 4096
+_TOPOLOGY_CACHE: dict[int, tuple[Machine, CpuTopology]] = {}
+
+
 class CpuTopology:
     """The kubelet's ``CPUTopology``: per-CPU details plus the per-unit averages it uses.
 
@@ -102,15 +106,23 @@ class CpuTopology:
         """The CPU topology the kubelet discovers (online CPUs only).
 
         A CPU without an uncore-cache id uses its socket id, as the kubelet does when cAdvisor
-        reports no uncore cache for a core.
+        reports no uncore cache for a core. Topologies are immutable and cached per machine
+        object (the scheduler and the node build providers for every admission).
         """
+        hit = _TOPOLOGY_CACHE.get(id(machine))
+        if hit is not None and hit[0] is machine:
+            return hit[1]
         details = {
             c.id: CpuInfo(
                 c.core, c.socket, c.numa, c.socket if c.uncore_cache is None else c.uncore_cache
             )
             for c in machine.online_cpus
         }
-        return cls(details)
+        topo = cls(details)
+        if len(_TOPOLOGY_CACHE) >= _TOPOLOGY_CACHE_SIZE:
+            _TOPOLOGY_CACHE.pop(next(iter(_TOPOLOGY_CACHE)))
+        _TOPOLOGY_CACHE[id(machine)] = (machine, topo)
+        return topo
 
     @property
     def cpus_per_core(self) -> int:
