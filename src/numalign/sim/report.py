@@ -313,8 +313,7 @@ def figure_heatmaps(heatmaps: Sequence[NumaHeatmap]) -> Figure:
         squeeze=False,
         layout="constrained",
     )
-    cmap = plt.get_cmap("YlOrRd").copy()
-    cmap.set_bad("#eeeeee")
+    cmap = plt.get_cmap("YlOrRd").with_extremes(bad="#eeeeee")
     image = None
     for k, ax in enumerate(axes.flat):
         if k >= n:
