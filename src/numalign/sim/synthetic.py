@@ -5,8 +5,8 @@ same parameters and cluster give the same workload (pods, names, times) on every
 
 Pod kinds (namespace ``synthetic``, names ``<kind>-<i>``), drawn with the ``weights``:
 
-* ``guaranteed`` - one container, Guaranteed, a whole number of CPUs (2-24, exclusive and
-  NUMA-aligned under the static CPU manager), memory 2-8 GiB per CPU and, with probability
+* ``guaranteed`` - one container, Guaranteed, a whole number of CPUs (2-32, exclusive and
+  NUMA-aligned under the static CPU manager), memory 2-6 GiB per CPU and, with probability
   ``hugepages`` when the cluster has 1 GiB pages, 1-8 GiB of ``hugepages-1Gi``.
 * ``burstable`` - one or two containers with cpu/memory requests (250m-4 CPUs, 0.5-8 GiB)
   and either no limits or limits at twice the requests: Burstable, shared CPU pool.
@@ -15,7 +15,7 @@ Pod kinds (namespace ``synthetic``, names ``<kind>-<i>``), drawn with the ``weig
   one ``rdma/hca`` device per GPU when the cluster has RDMA devices (GPU + NIC pods).
   Left out when the cluster has no GPUs.
 * ``sidecar`` - Guaranteed with a regular init container (``setup``, 1-4 CPUs), a sidecar
-  (``proxy``, restartable init container, 1 CPU, 1 GiB) and an app container (2-16 CPUs):
+  (``proxy``, restartable init container, 1 CPU, 1 GiB) and an app container (2-24 CPUs):
   the KEP-753 effective-request rules and pod vs container scope differ on these.
 
 Scaling to the cluster (so that the default demo has contention and nodes fill up): for
@@ -56,11 +56,11 @@ MIB = 1 << 20
 
 KINDS = ("guaranteed", "burstable", "besteffort", "gpu", "sidecar")
 DEFAULT_WEIGHTS: Mapping[str, float] = {
-    "guaranteed": 0.35,
+    "guaranteed": 0.4,
     "burstable": 0.15,
     "besteffort": 0.05,
-    "gpu": 0.3,
-    "sidecar": 0.15,
+    "gpu": 0.2,
+    "sidecar": 0.2,
 }
 #: ``key=value`` options of the ``synthetic:`` workload spec
 SYNTHETIC_OPTIONS = ("count", "seed", "load", "duration", "rate", "hugepages", *KINDS)
@@ -166,8 +166,8 @@ def _make_pod(
 ) -> Pod:
     containers: list[Container]
     if kind == "guaranteed":
-        cpus = rng.choice((2, 4, 4, 8, 8, 12, 16, 24))
-        res = _res(cpus * 1000, cpus * rng.choice((2, 4, 8)) * GIB)
+        cpus = rng.choice((2, 4, 8, 8, 12, 16, 16, 24, 32))
+        res = _res(cpus * 1000, cpus * rng.choice((2, 4, 6)) * GIB)
         if feat.hugepages and rng.random() < p.hugepages:
             res[HUGEPAGES_1G] = rng.choice((1, 2, 4, 8)) * GIB
         containers = [_guaranteed("app", ContainerKind.APP, res)]
@@ -191,7 +191,7 @@ def _make_pod(
         )
         containers = [_guaranteed("trainer", ContainerKind.APP, res)]
     else:  # sidecar
-        app_cpus = rng.choice((2, 4, 8, 16))
+        app_cpus = rng.choice((2, 4, 8, 16, 24))
         containers = [
             _guaranteed("setup", ContainerKind.INIT, _res(rng.choice((1, 2, 4)) * 1000, 2 * GIB)),
             _guaranteed("proxy", ContainerKind.SIDECAR, _res(1000, GIB)),
