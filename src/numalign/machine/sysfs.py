@@ -26,7 +26,9 @@ lists the same CPU set, only the lowest of them is kept (hwloc does the same); o
 goes to the lowest node listing it.
 
 ``Cpu.core`` is normalised to the kubelet's machine-wide core id: the lowest CPU id among the
-threads sharing (NUMA node, package, die, ``core_id``).
+threads of the core. Threads of one core share (NUMA node, package, die, ``core_id``) and,
+when the kernel provides ``thread_siblings_list`` (or the ``thread_siblings`` mask), are
+siblings of each other.
 """
 
 from __future__ import annotations
@@ -158,26 +160,57 @@ def find_root(directory: str | Path) -> Path:
     raise InputError("not a sysfs root: no sys/devices/system/cpu in it", str(directory))
 
 
+_WANTED = re.compile(
+    r"(?:^|/)(?:"
+    r"sys/devices/system/(?:cpu|node)(?:/|$)"
+    r"|sys/bus/pci/devices(?:/|$)"
+    r"|sys/devices/pci[0-9a-f:]+(?:/|$)"
+    r"|sys/?$|sys/devices/?$|sys/devices/system/?$|sys/bus/?$|sys/bus/pci/?$"
+    r"|proc/?$|proc/meminfo$|proc/sys/kernel/hostname$|proc/sys/?$|proc/sys/kernel/?$"
+    r")"
+)
+_UNWANTED = re.compile(r"/node\d+/memory\d+$|/(?:cpufreq|cpuidle|power|msi_irqs)(?:/|$)")
+
+
+_LEAVES = frozenset(
+    {
+        "core_id", "physical_package_id", "die_id", "thread_siblings_list", "thread_siblings",
+        "online", "possible", "level", "id", "shared_cpu_list", "shared_cpu_map", "cpulist",
+        "cpumap", "meminfo", "distance", "nr_hugepages", "class", "vendor", "device",
+        "numa_node", "local_cpus", "local_cpulist", "sriov_numvfs", "hostname",
+    }
+)  # fmt: skip
+
+
+def _wanted(member: tarfile.TarInfo) -> bool:
+    """Members discovery reads (the rest of a capture is skipped: it is large and unused)."""
+    name = member.name
+    if _WANTED.search(name) is None or _UNWANTED.search(name) is not None:
+        return False
+    return not member.isfile() or name.rsplit("/", 1)[-1] in _LEAVES
+
+
 def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
     """Safely unpack a captured tree into ``dest`` and return its root (the parent of ``sys/``).
 
     Members that would escape ``dest`` (absolute paths, ``..``, links pointing outside), device
-    files and the like are skipped.
+    files and the like are skipped, and so is what discovery does not read (only the CPU,
+    NUMA node and PCI parts of ``sys/`` and ``proc/meminfo`` are unpacked).
     """
     dest = Path(dest)
     try:
         with tarfile.open(tarball, "r:*") as tf:
-            for member in tf:
+            safe: list[tarfile.TarInfo] = []
+            for member in tf.getmembers():
                 try:
-                    safe = tarfile.data_filter(member, str(dest))
+                    checked = tarfile.data_filter(member, str(dest))
                 except tarfile.FilterError:
                     continue
-                if safe is None:
-                    continue
-                try:
-                    tf.extract(safe, dest, set_attrs=False, filter="fully_trusted")
-                except (OSError, tarfile.TarError):
-                    continue
+                if checked is not None and _wanted(checked):
+                    safe.append(checked)
+            tf.errorlevel = 0  # a member that cannot be written is skipped, not fatal
+            # one pass in archive order (per-member extraction would rewind compressed streams)
+            tf.extractall(dest, members=safe, filter="fully_trusted")
     except (OSError, tarfile.TarError, EOFError) as e:
         raise InputError(f"cannot read capture: {e}", str(tarball)) from None
     return find_root(dest)
@@ -258,6 +291,7 @@ class _RawCpu:
     core_id: int | None
     die: int | None
     l3: int | None
+    siblings: frozenset[int] | None = None
 
 
 def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
@@ -284,6 +318,19 @@ def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
         die = fs.int_(f"{d}/topology/die_id")
         if die is not None and die < 0:
             die = None
+        siblings: frozenset[int] | None = None
+        try:
+            sib = fs.text(f"{d}/topology/thread_siblings_list")
+            if sib is not None:
+                siblings = parse_cpulist(sib)
+            else:
+                sib = fs.text(f"{d}/topology/thread_siblings")
+                if sib is not None:
+                    siblings = parse_cpumask(sib)
+        except ValueError:
+            siblings = None
+        if siblings is not None and c not in siblings:
+            siblings = None
         if online and (package is None or core_id is None):
             no_topo.append(c)
         l3: int | None = None
@@ -305,7 +352,7 @@ def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
                 except ValueError:
                     l3 = None
             break
-        out[c] = _RawCpu(c, online, package, core_id, die, l3)
+        out[c] = _RawCpu(c, online, package, core_id, die, l3, siblings)
     if no_topo:
         warnings.append(
             f"CPUs {_plural(no_topo)}: topology/core_id or physical_package_id missing; "
@@ -634,8 +681,10 @@ def read_sysfs(
             f"CPUs {_plural(no_pkg)} report physical_package_id -1; their NUMA node id is used "
             "as the socket"
         )
-    groups: dict[tuple[int, int, int, int], list[int]] = {}
-    keys: dict[int, tuple[int, int, int, int]] = {}
+    # a core = the CPUs sharing (node, package, die, core_id) that are also thread siblings
+    # (old platforms repeat core_id across packages; Bulldozer modules share siblings)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    keys: dict[int, tuple[int, ...]] = {}
     sockets: dict[int, int] = {}
     for c, r in raw_cpus.items():
         if c not in cpu_node:
@@ -644,10 +693,13 @@ def read_sysfs(
         sock = r.package if r.package is not None and r.package >= 0 else numa
         sockets[c] = sock
         core = r.core_id if r.core_id is not None else -1 - c  # own core when unknown
-        key = (numa, sock, r.die if r.die is not None else 0, core)
+        sib = c
+        if r.siblings is not None:
+            sib = min(s for s in r.siblings if s == c or cpu_node.get(s) == numa)
+        key = (numa, sock, r.die if r.die is not None else 0, core, sib)
         keys[c] = key
         groups.setdefault(key, []).append(c)
-    core_of: dict[tuple[int, int, int, int], int] = {}
+    core_of: dict[tuple[int, ...], int] = {}
     for key, members in groups.items():
         on = [c for c in members if raw_cpus[c].online]
         core_of[key] = min(on or members)
