@@ -696,13 +696,13 @@ def read_sysfs(
         sib = c
         if r.siblings is not None:
             sib = min(s for s in r.siblings if s == c or cpu_node.get(s) == numa)
-        key = (numa, sock, r.die if r.die is not None else 0, core, sib)
+        key: tuple[int, ...] = (numa, sock, r.die if r.die is not None else 0, core, sib)
         keys[c] = key
         groups.setdefault(key, []).append(c)
     core_of: dict[tuple[int, ...], int] = {}
-    for key, members in groups.items():
+    for gkey, members in groups.items():
         on = [c for c in members if raw_cpus[c].online]
-        core_of[key] = min(on or members)
+        core_of[gkey] = min(on or members)
     cpus = tuple(
         Cpu(
             id=c,
