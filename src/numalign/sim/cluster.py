@@ -214,6 +214,25 @@ def _cpu_server(rdma_units: int = 4) -> dict[str, Any]:
     }
 
 
+def _cpu_server_2numa(rdma_units: int = 4) -> dict[str, Any]:
+    """Dual-socket, one NUMA node per socket: 96 CPUs (48 cores x 2 threads) and 512 GiB per
+    NUMA node (192 CPUs, 1 TiB), two RDMA NICs per NUMA node - sized for the 2025 trace's
+    64- and 96-vCPU CN instances."""
+    return {
+        "name": "cpu-2numa",
+        "shape": {
+            "sockets": 2,
+            "numaPerSocket": 1,
+            "coresPerNuma": 48,
+            "threadsPerCore": 2,
+            "memoryPerNuma": "512Gi",
+            "distances": {"local": 10, "remote": 21},
+            "devicesPerNuma": {"rdma/hca": 2 * rdma_units},
+        },
+        "kubelet": _kubelet("single-numa-node", "container", reserved="0,96"),
+    }
+
+
 def _kubelet(policy: str, scope: str, reserved: str) -> dict[str, Any]:
     # reservedMemory must add up to systemReserved + kubeReserved + evictionHard (100Mi)
     return {
@@ -300,14 +319,18 @@ def _small_template() -> dict[str, Any]:
 
 
 def _alibaba2025_template() -> dict[str, Any]:
-    """1,000 nodes for the 2025 DLRM trace: 400 GPU (HN) nodes, 600 CPU (CN) nodes.
+    """1,000 nodes for the 2025 DLRM trace: 400 GPU (HN) nodes, 600 CPU (CN) nodes with two
+    96-CPU NUMA nodes each.
 
     The trace's peak live demand is about 3,400 GPUs and 390,000 vCPUs, so the CPU side is
     overcommitted by design (pods wait: ``pending``)."""
-    gpu, cpu = _gpu_server(), _cpu_server()
+    gpu, cpu = _gpu_server(), _cpu_server_2numa()
     return {
         "name": "alibaba2025",
-        "description": "1,000 nodes: 400 GPU nodes (8 GPUs, 4 NICs) + 600 CPU nodes (192 CPUs)",
+        "description": (
+            "1,000 nodes: 400 GPU nodes (2 NUMA, 8 GPUs, 4 NICs) + 600 CPU nodes "
+            "(2 NUMA x 96 CPUs, 1 TiB, 4 NICs)"
+        ),
         "nodes": [
             {
                 "machine": gpu,
