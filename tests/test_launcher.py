@@ -208,3 +208,54 @@ def test_identity_parsing() -> None:
     start = proc_start_time(os.getpid())
     assert start is not None and process_alive(os.getpid(), start)
     assert not process_alive(os.getpid(), start + 1)
+
+
+COUNT_INT = (
+    "import signal, sys, time\n"
+    "n = 0\n"
+    "def h(s, f):\n    global n; n += 1\n"
+    "signal.signal(signal.SIGINT, h)\n"
+    "print('ready', flush=True)\n"
+    "end = time.monotonic() + 3\n"
+    "while time.monotonic() < end: time.sleep(0.05)\n"
+    "print('sigint', n, flush=True)\n"
+    "sys.exit(5)\n"
+)
+
+
+def test_terminal_ctrl_c_reaches_the_child_once(tmp_path: Path) -> None:
+    """Ctrl-C on a terminal signals the whole foreground group: the launcher must not add a
+    second SIGINT (it forwards only signals sent to it, not the terminal's)."""
+    import pty
+    import select
+
+    spec = small_spec(tmp_path)
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child execs
+        os.execv(sys.executable, [sys.executable, "-m", "numalign.cli", "run", "--machine", str(spec),
+                                  "--state-dir", str(tmp_path / "s"), "--no-pin", "--",
+                                  sys.executable, "-c", COUNT_INT])
+    buf = b""
+
+    def read_until(token: bytes, limit: float = 60) -> None:
+        nonlocal buf
+        deadline = time.monotonic() + limit
+        while token not in buf and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    buf += os.read(fd, 1024)
+                except OSError:
+                    break
+
+    try:
+        read_until(b"ready")
+        assert b"ready" in buf, buf
+        os.write(fd, b"\x03")  # the terminal's interrupt character
+        read_until(b"sigint ")
+        read_until(b"\n", 10)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert b"sigint 1" in buf, buf
+    assert os.WEXITSTATUS(status) == 5
