@@ -259,3 +259,31 @@ def test_terminal_ctrl_c_reaches_the_child_once(tmp_path: Path) -> None:
         os.close(fd)
     assert b"sigint 1" in buf, buf
     assert os.WEXITSTATUS(status) == 5
+
+
+def test_nodemask_keeps_the_kernel_inside_the_array() -> None:
+    from numalign.pinning import _nodemask
+
+    for nodes in ([0], [1], [62], [63], [64], [0, 255]):
+        mask, maxnode = _nodemask(nodes)
+        # the kernel reads maxnode - 1 bits: all within the array, every node included
+        assert maxnode == 64 * len(mask) and max(nodes) < maxnode - 1
+        assert {w * 64 + b for w in range(len(mask)) for b in range(64) if mask[w] >> b & 1} == set(nodes)
+
+
+def test_cgroup_cpuset_detected_cleanly(tmp_path: Path) -> None:
+    from numalign.pinning import make_cpuset
+
+    none = make_cpuset("numalign-x", {1}, set(), root=tmp_path)
+    assert none.path is None and "no cgroup v2" in none.note
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu memory\n")
+    own = Path("/proc/self/cgroup").read_text()
+    if "0::/" not in own.splitlines():
+        pytest.skip("this process's cgroup v2 line is not the root (0::/)")
+    (tmp_path / "cgroup.subtree_control").write_text("cpuset\n")
+    used = make_cpuset("numalign-x", {1, 2}, {0}, root=tmp_path)
+    assert used.path == tmp_path / "numalign-x"
+    assert (used.path / "cpuset.cpus").read_text() == "1,2"
+    assert (used.path / "cpuset.mems").read_text() == "0"
+    again = make_cpuset("numalign-x", {1}, set(), root=tmp_path)  # exists: not used, no raise
+    assert again.path is None and again.note.startswith("not used")
