@@ -135,3 +135,15 @@ def test_format_summary_table() -> None:
     assert numalign[:3] == ["numalign", "60", "0"] and "100.0%" in numalign
     assert len({len(line) for line in lines[:2]}) == 1
     assert "(no profiles)" in format_summary_table({"profiles": {}})
+
+
+def test_heatmap_from_zones_of_a_node() -> None:
+    from numalign.node.accounting import numa_amounts
+    from numalign.node.admission import Node
+    from numalign.sim.cluster import builtin_cluster
+
+    name, machine = builtin_cluster("small")[0]
+    h = NumaHeatmap.from_zones(name, "numalign", numa_amounts(Node(machine)), time_s=0.0)
+    assert h.numa_nodes == [0, 1]
+    assert "cpu" in h.resources and "nvidia.com/gpu" in h.resources
+    assert all(v in (None, 0.0) for row in h.values for v in row)  # an empty node

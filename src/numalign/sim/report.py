@@ -27,7 +27,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from numalign.sim.metrics import Point, ProfileSeries
 
@@ -83,6 +83,32 @@ class NumaHeatmap:
                 row.append(None if cap <= 0 else min(1.0, used.get(n, {}).get(r, 0) / cap))
             values.append(row)
         return cls(node, profile, numa, names, values, time_s)
+
+    @classmethod
+    def from_zones(
+        cls,
+        node: str,
+        profile: str,
+        zones: Mapping[int, _Zone],
+        *,
+        resources: Sequence[str] | None = None,
+        time_s: float | None = None,
+    ) -> NumaHeatmap:
+        """From per-NUMA ``allocatable``/``available`` amounts (the shape of
+        :func:`numalign.node.accounting.numa_amounts`): used = allocatable - available."""
+        used = {
+            n: {r: a - z.available.get(r, 0) for r, a in z.allocatable.items()}
+            for n, z in zones.items()
+        }
+        capacity = {n: dict(z.allocatable) for n, z in zones.items()}
+        return cls.from_usage(node, profile, used, capacity, resources=resources, time_s=time_s)
+
+
+class _Zone(Protocol):
+    @property
+    def allocatable(self) -> Mapping[str, int]: ...
+    @property
+    def available(self) -> Mapping[str, int]: ...
 
 
 def _ordered(names: Sequence[str] | set[str]) -> list[str]:
@@ -302,7 +328,7 @@ def figure_heatmaps(heatmaps: Sequence[NumaHeatmap]) -> Figure:
     import numpy as np
 
     n = len(heatmaps)
-    cols = min(n, 4)
+    cols = min(n, 2)
     rows = math.ceil(n / cols)
     width = max(3.2, 0.9 * max(len(h.resources) for h in heatmaps) + 1.6)
     height = max(2.4, 0.55 * max(len(h.numa_nodes) for h in heatmaps) + 1.6)
