@@ -212,7 +212,8 @@ def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
             # one pass in archive order (per-member extraction would rewind compressed streams)
             tf.extractall(dest, members=safe, filter="fully_trusted")
     except (OSError, tarfile.TarError, EOFError) as e:
-        raise InputError(f"cannot read capture: {e}", str(tarball)) from None
+        first = str(e).splitlines()[0].rstrip(":") if str(e) else type(e).__name__
+        raise InputError(f"cannot read capture: {first}", str(tarball)) from None
     return find_root(dest)
 
 
