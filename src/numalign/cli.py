@@ -145,6 +145,18 @@ def _cmd_ps(args: argparse.Namespace) -> int:
     return ps_command(args)
 
 
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from numalign.sim.cli_run import run_simulation
+
+    return run_simulation(
+        cluster=args.cluster, workload=args.workload, profiles=args.profiles.split(","),
+        seed=args.seed, out=Path(args.out), recreate=args.recreate, quiet=args.quiet,
+        shared=args.shared,
+    )
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from numalign.demo import walkthrough
 
@@ -204,6 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_ps_arguments(p)
     p.set_defaults(handler=_cmd_ps)
 
+    p = sub.add_parser("simulate", help="replay a workload on a modelled cluster under several schedulers")
+    p.add_argument("--cluster", help="cluster template YAML, or builtin:default|small|alibaba2025 (default: builtin:default)")
+    p.add_argument("--workload", help="synthetic[:count=N,...] | alibaba2025[:PATH][?limit=N] | alibaba2023[...] | dir:PATH (default: synthetic)")
+    p.add_argument("--profiles", default="default,nrt-snn,volcano,numalign", help="comma-separated: default, nrt-snn, volcano, numalign")
+    p.add_argument("--seed", type=int, default=1, help="seed of the synthetic generator")
+    p.add_argument("--out", default="out/sim", help="directory for summary.json and report.html")
+    p.add_argument("--recreate", action="store_true", help="a ReplicaSet recreates pods the node rejected")
+    p.add_argument("--shared", help="directory holding traces/ (default: ../shared beside the checkout)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=_cmd_simulate)
+
     p = sub.add_parser("demo", help="walk through the Topology Manager blog's example")
     p.set_defaults(handler=_cmd_demo)
     return parser
@@ -220,6 +243,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `numalign ... | head`
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
