@@ -129,7 +129,11 @@ def parse_console(text: str) -> Console:
         line = lines[i]
         if line.startswith("Relative latency matrix") and "NUMANode" in line:
             header = lines[i + 1].split()[1:]
-            node_by_logical = {o.logical: o.os for o in objs if o.kind == "NUMANode"}
+            node_by_logical = {
+                o.logical: o.os
+                for o in objs
+                if o.kind == "NUMANode" and o.logical is not None and o.os is not None
+            }
             cols = [node_by_logical[int(h)] for h in header]
             latency = {}
             for row in lines[i + 2 : i + 2 + len(cols)]:
@@ -194,7 +198,7 @@ def locality(obj: Obj) -> set[int]:
 
 def check_against_console(machine: Machine, pci: Discovery | None, text: str, hides: bool) -> None:
     con = parse_console(text)
-    numa = {o.os: o for o in con.of("NUMANode")}
+    numa = {o.os: o for o in con.of("NUMANode") if o.os is not None}
     ours = set(machine.node_ids)
     if hides:
         assert set(numa) <= ours
