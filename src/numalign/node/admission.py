@@ -76,7 +76,7 @@ class NodeState:
             self.cpu.copy(),
             self.memory.copy(),
             self.devices.copy(),
-            json.loads(json.dumps(self.pods)),
+            dict(self.pods),  # records are never mutated once written, only added/removed
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from numalign.bitmask import ids_of
 from numalign.errors import AdmissionError, NumalignError
 from numalign.node.accounting import numa_amounts
-from numalign.node.admission import Node, NodeState
+from numalign.node.admission import Node, NodeState, PodResult
 from numalign.pod_policy import pod_policy
 from numalign.pods import Pod, QOSClass, effective_pod_requests
 from numalign.policies import Policy, Scope, TopologyPolicy
@@ -30,6 +30,7 @@ class FilterResult:
     numa_count: int = 0  # NUMA nodes the pod would use (0 = not NUMA-bound)
     reason: str = ""
     planned: NodeState | None = None  # exact filter: the state after admission
+    result: PodResult | None = None  # exact filter: the node's admission result
 
 
 def _numa_count_of(node: Node, planned: NodeState, pod: Pod) -> int:
@@ -53,7 +54,7 @@ def exact_filter(node: Node, pod: Pod) -> FilterResult:
     result, planned = node.plan(pod)
     if planned is None:
         return FilterResult(False, reason=f"{result.reason}: {result.message}")
-    return FilterResult(True, _numa_count_of(node, planned, pod), planned=planned)
+    return FilterResult(True, _numa_count_of(node, planned, pod), planned=planned, result=result)
 
 
 # ------------------------------------------------------------------ scheduler-plugins

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from numalign.node.admission import PodResult
-from numalign.pods import Pod
+from numalign.machine.model import Machine
+from numalign.pods import Pod, QOSClass, effective_pod_limits, pod_guaranteed_cpus
 from numalign.scheduler import scorers
 from numalign.scheduler.cluster import CPU, MEMORY, Cluster
 from numalign.scheduler.filters import FilterResult
@@ -80,6 +81,9 @@ class Scheduler:
         self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
         self._score_cols = [cluster.col[CPU], cluster.col[MEMORY]]
+        self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
+        #: node -> (version, pod uid, exact filter result) of the last plan made this cycle
+        self._planned: dict[int, tuple[int, str, FilterResult]] = {}
 
     # --------------------------------------------------------------------- filter
 
@@ -91,6 +95,8 @@ class Scheduler:
         assert self.profile.filter is not None
         res = self.profile.filter(self.cluster.nodes[i].node, pod)
         self._cache[i][shape] = (version, FilterResult(res.passed, res.numa_count, res.reason))
+        if res.planned is not None:
+            self._planned[i] = (version, pod.uid, res)
         return res, True
 
     def _node_scores(self, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -143,28 +149,57 @@ class Scheduler:
             best = max(range(len(found)), key=lambda k: (found[k][1] + numa[k], -k))
             i, s, n = found[best]
             return Placement(i, c.nodes[i].name, n, s + numa[best]), None, checks
-        numa_max = 100 * p.numa_weight if p.numa_score == "least-numa-nodes" else 0
+        least_numa = p.numa_score == "least-numa-nodes"
+        bound = self._numa_bounds(pod, shape) if least_numa else None
         best_placement: Placement | None = None
         for j in order:
             s = float(scores[j])
-            if best_placement is not None and s + numa_max <= best_placement.score:
-                break  # no later node can beat the best total
+            if best_placement is not None:
+                # the best NUMA score any remaining node could still get
+                if bound is None or s + bound.max() <= best_placement.score:
+                    break
             i = int(idx[j])
+            if best_placement is not None and bound is not None and s + bound[i] <= best_placement.score:
+                continue
             res, miss = self._filter(i, pod, shape)
             checks += miss
             if not res.passed:
                 reason = res.reason
                 continue
             total = s
-            if numa_max:
+            if least_numa:
                 total += p.numa_weight * scorers.least_numa_nodes(res.numa_count, c.max_numa)
             if best_placement is None or total > best_placement.score:
                 best_placement = Placement(i, c.nodes[i].name, res.numa_count, total)
-            if not numa_max:
+            if not least_numa:
                 break
         if best_placement is None:
             return None, reason, checks
         return best_placement, None, checks
+
+    def _numa_bounds(self, pod: Pod, shape: Any) -> np.ndarray[Any, Any]:
+        """Per node, the highest weighted LeastNUMANodes score the pod could get there.
+
+        A pod that gets NUMA-bound resources on a node (exclusive CPUs, static memory,
+        devices with topology) uses at least one NUMA node there; one that gets none scores
+        100 for sure.
+        """
+        hit = self._bounds.get(shape)
+        if hit is not None:
+            return hit
+        c = self.cluster
+        per_machine: dict[int, float] = {}
+        out = np.empty(len(c.nodes), dtype=np.float64)
+        for i, cn in enumerate(c.nodes):
+            m = cn.machine
+            b = per_machine.get(id(m))
+            if b is None:
+                pinned = _gets_numa_bound_resources(m, pod)
+                b = float(scorers.least_numa_nodes(1 if pinned else 0, c.max_numa))
+                per_machine[id(m)] = b
+            out[i] = b * self.profile.numa_weight
+        self._bounds[shape] = out
+        return out
 
     def schedule(self, pod: Pod) -> Outcome:
         """Select a node, bind, and let the node admit (the kubelet's decision)."""
@@ -172,7 +207,21 @@ class Scheduler:
         if placement is None:
             return Outcome(pod, None, False, why, checked=checks)
         cn = self.cluster.nodes[placement.node]
-        result = cn.node.admit(pod)
+        planned = self._planned.pop(placement.node, None)
+        self._planned.clear()
+        version = int(self.cluster.version[placement.node])
+        if (
+            planned is not None
+            and planned[0] == version
+            and planned[1] == pod.uid
+            and planned[2].planned is not None
+            and planned[2].result is not None
+        ):
+            # the plan was made on this very state: it is what the node's admission computes
+            cn.node.commit(planned[2].planned)
+            result = planned[2].result
+        else:
+            result = cn.node.admit(pod)
         vec = self.cluster.request_vector(pod)
         assert vec is not None
         if not result.admitted:
@@ -183,3 +232,17 @@ class Scheduler:
 
     def release(self, pod: Pod, node: int) -> None:
         self.cluster.unbind(node, pod)
+
+
+def _gets_numa_bound_resources(machine: Machine, pod: Pod) -> bool:
+    kc = machine.kubelet
+    if kc.cpu_manager_policy == "static" and pod_guaranteed_cpus(pod) > 0:
+        return True
+    if (
+        kc.memory_manager_policy == "Static"
+        and pod.qos is QOSClass.GUARANTEED
+        and any(r == "memory" or r.startswith("hugepages-") for c in pod.containers for r in c.requests)
+    ):
+        return True
+    limits = effective_pod_limits(pod)
+    return any(d.numa and limits.get(d.resource, 0) > 0 for d in machine.devices)
