@@ -44,6 +44,8 @@ def assert_round_trip(m: Machine) -> Machine:
     assert back.node_ids == m.node_ids
     assert back.cpus_by_numa == m.cpus_by_numa
     assert back.cpus_per_core == m.cpus_per_core
+    # exact cores (numalign's zone attributes), on the online CPUs
+    assert {c.id: c.core for c in back.cpus} == {c.id: c.core for c in m.online_cpus}
     for a, b in zip(m.numa_nodes, back.numa_nodes, strict=True):
         assert (a.memory, dict(a.hugepages), dict(a.distances)) == (
             b.memory,

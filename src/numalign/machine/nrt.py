@@ -17,13 +17,15 @@ NRT carries no per-CPU topology. numalign adds a few attributes that make the ro
 machine -> NRT -> machine keep CPU ids and SMT siblings; they are optional on reading:
 
 * node attribute ``numalign.io/threadsPerCore`` (SMT level);
-* zone attributes ``numalign.io/cpus`` (the zone's online CPU ids, Linux list) and
-  ``numalign.io/socket``.
+* zone attributes ``numalign.io/cpus`` (the zone's online CPU ids, Linux list),
+  ``numalign.io/cores`` (the threads of each core, Linux lists joined by ``;``, written when
+  some core has several threads) and ``numalign.io/socket``.
 
 Reading (:func:`nrt_to_machine`) synthesises CPUs per zone: CPU ids from ``numalign.io/cpus``
 if present (else numbered on from 0 in zone order), **one core per CPU** unless
 ``numalign.io/threadsPerCore`` says otherwise (then consecutive CPUs of a zone form a core), the
-socket from ``numalign.io/socket`` (else the NUMA node id). Resource amounts are the zone's
+socket from ``numalign.io/socket`` (else the NUMA node id); ``numalign.io/cores``, when present,
+gives the exact sibling groups. Resource amounts are the zone's
 ``capacity``; malformed quantities are an :class:`InputError` naming the field.
 """
 
@@ -43,6 +45,7 @@ KIND = "NodeResourceTopology"
 ATTR_CPUS = "numalign.io/cpus"
 ATTR_SOCKET = "numalign.io/socket"
 ATTR_THREADS = "numalign.io/threadsPerCore"
+ATTR_CORES = "numalign.io/cores"
 _MAX_OPTION = "max-allowable-numa-nodes"
 _ZONE_RE = re.compile(r"node-(\d+)")
 
@@ -135,6 +138,12 @@ def machine_to_nrt(
                 {"name": f"node-{j}", "value": v} for j, v in sorted(n.distances.items())
             ]
         attrs = [{"name": ATTR_CPUS, "value": format_cpulist(cpus)}]
+        cores: dict[int, list[int]] = {}
+        for c in cpus:
+            cores.setdefault(machine.cpu_by_id[c].core, []).append(c)
+        if any(len(v) > 1 for v in cores.values()):
+            groups = sorted(cores.values(), key=min)
+            attrs.append({"name": ATTR_CORES, "value": ";".join(format_cpulist(g) for g in groups)})
         sockets = sorted({machine.cpu_by_id[c].socket for c in cpus})
         if len(sockets) == 1:
             attrs.append({"name": ATTR_SOCKET, "value": str(sockets[0])})
@@ -331,9 +340,18 @@ def nrt_to_machine(obj: object) -> Machine:
         else:
             cpu_ids = list(range(next_cpu, next_cpu + n_cpus))
         socket = _int_attr(zattrs, ATTR_SOCKET, f"{where}.attributes")
-        for k, c in enumerate(cpu_ids):
-            core = cpu_ids[k - k % threads]
-            cpus.append(Cpu(id=c, core=core, socket=nid if socket is None else socket, numa=nid))
+        core_of = {c: cpu_ids[k - k % threads] for k, c in enumerate(cpu_ids)}
+        if ATTR_CORES in zattrs:
+            at = f"{where}.attributes.{ATTR_CORES}"
+            for group_text in zattrs[ATTR_CORES].split(";"):
+                group = parse_cpulist(group_text, at)
+                if not group or not group <= set(cpu_ids):
+                    raise InputError(f"core {group_text!r} is not within {ATTR_CPUS}", at)
+                for c in group:
+                    core_of[c] = min(group)
+        for c in cpu_ids:
+            sock = nid if socket is None else socket
+            cpus.append(Cpu(id=c, core=core_of[c], socket=sock, numa=nid))
         next_cpu = max([next_cpu, *(c + 1 for c in cpu_ids)])
         nodes.append(
             NumaNode(
