@@ -402,4 +402,5 @@ def test_64_numa_capture_discover_then_admit(
         pytest.skip(f"numalign admit unavailable: {e}")
     out, err = capsys.readouterr()
     assert rc == 0, (out, err)
-    assert "true" in out.lower()
+    (result,) = json.loads(out)["pods"]
+    assert result["admitted"] is True and len(parse_cpulist(result["containers"][0]["cpus"])) == 4
