@@ -51,8 +51,8 @@ GPU = "nvidia.com/gpu"
 class SimResult:
     recorder: MetricsRecorder
     heatmaps: list[NumaHeatmap] = field(default_factory=list)
-    #: profile -> [(node name, pod)] of every admitted placement (``keep_placements``)
-    placements: dict[str, list[tuple[str, Pod]]] = field(default_factory=dict)
+    #: profile -> [("bind" | "release", node name, pod)] in event order (``keep_placements``)
+    placements: dict[str, list[tuple[str, str, Pod]]] = field(default_factory=dict)
     clusters: dict[str, Cluster] = field(default_factory=dict)
 
 
@@ -134,7 +134,7 @@ class _Run:
         self.retry_batch = retry_batch
         self.keep = keep
         self.progress = progress
-        self.placements: list[tuple[str, Pod]] = []
+        self.placements: list[tuple[str, str, Pod]] = []
         self.events: list[tuple[float, int, int, Any]] = []
         self.seq = 0
         self.pending: deque[tuple[Pod, float | None, float | None]] = deque()
@@ -190,7 +190,7 @@ class _Run:
                                    node=out.placement.name, latency_s=dt, numa_nodes=used)
             self.running[pod.uid] = (out.placement.node, pod)
             if self.keep:
-                self.placements.append((out.placement.name, pod))
+                self.placements.append(("bind", out.placement.name, pod))
             if duration is not None:
                 self.push(t + duration, DEPART, pod.uid)
             return True
@@ -216,6 +216,8 @@ class _Run:
             return
         node, pod = entry
         self.sched.release(pod, node)
+        if self.keep:
+            self.placements.append(("release", self.cluster.nodes[node].name, pod))
         self.rec.record_departed(self.name, t, pod.key)
         for _ in range(min(self.retry_batch, len(self.pending))):
             pod2, duration, deadline = self.pending.popleft()
