@@ -123,3 +123,27 @@ def test_simulate_writes_report(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert summary["profiles"]["numalign"]["topology_affinity_errors"] == 0
     html = (tmp_path / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 4
+
+
+def test_prefilter_never_drops_a_node_the_engine_admits() -> None:
+    """The vectorised prefilter is a necessary condition of the node's admission."""
+    import numpy as np
+
+    from numalign.scheduler.prefilter import NumaPrefilter
+
+    nodes = builtin_cluster("default")
+    wl = parse_workload_spec("synthetic:count=400,seed=11", None, cluster=nodes)
+    cluster = Cluster(nodes)
+    sched = Scheduler(cluster, get_profile("numalign"))
+    pods = [a.pod for a in wl]
+    for pod in pods[:300]:
+        sched.schedule(pod)  # fill the cluster to varied states
+    pre = NumaPrefilter([cn.node for cn in cluster.nodes])
+    everyone = np.arange(len(cluster.nodes))
+    dropped = 0
+    for pod in pods[300:]:
+        keep = pre.passing(pod, everyone)
+        for i in np.flatnonzero(~keep):
+            dropped += 1
+            assert not cluster.nodes[int(i)].node.plan(pod)[0].admitted, (cluster.nodes[int(i)].name, pod.key)
+    assert dropped > 0  # the condition does prune

@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from numalign.node.admission import PodResult
 from numalign.machine.model import Machine
+from numalign.node.admission import PodResult
 from numalign.pods import Pod, QOSClass, effective_pod_limits, pod_guaranteed_cpus
 from numalign.scheduler import scorers
 from numalign.scheduler.cluster import CPU, MEMORY, Cluster
 from numalign.scheduler.filters import FilterResult
+from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -82,6 +83,8 @@ class Scheduler:
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
         self._score_cols = [cluster.col[CPU], cluster.col[MEMORY]]
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
+        #: the engine's necessary condition, vectorised (exact profile only)
+        self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
         #: node -> (version, pod uid, exact filter result) of the last plan made this cycle
         self._planned: dict[int, tuple[int, str, FilterResult]] = {}
 
@@ -122,6 +125,10 @@ class Scheduler:
         idx = np.flatnonzero(c.fits(vec))
         if idx.size == 0:
             return None, "Insufficient resources (NodeResourcesFit)", 0
+        if self.prefilter is not None:
+            idx = idx[self.prefilter.passing(pod, idx)]
+            if idx.size == 0:
+                return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
         scores = self._node_scores(idx, vec)
         order = np.lexsort((idx, -scores))
         p = self.profile
@@ -151,13 +158,13 @@ class Scheduler:
             return Placement(i, c.nodes[i].name, n, s + numa[best]), None, checks
         least_numa = p.numa_score == "least-numa-nodes"
         bound = self._numa_bounds(pod, shape) if least_numa else None
+        bound_max = float(bound[idx].max()) if bound is not None else 0.0
         best_placement: Placement | None = None
         for j in order:
             s = float(scores[j])
-            if best_placement is not None:
-                # the best NUMA score any remaining node could still get
-                if bound is None or s + bound.max() <= best_placement.score:
-                    break
+            # stop once no remaining node can beat the best total, even with its best NUMA score
+            if best_placement is not None and s + bound_max <= best_placement.score:
+                break
             i = int(idx[j])
             if best_placement is not None and bound is not None and s + bound[i] <= best_placement.score:
                 continue
@@ -228,10 +235,14 @@ class Scheduler:
             # kubelet rejected after binding: the pod fails; nothing stays allocated
             return Outcome(pod, placement, False, result.reason, result, checks)
         self.cluster.bind(placement.node, pod, vec)
+        if self.prefilter is not None:
+            self.prefilter.refresh(placement.node)
         return Outcome(pod, placement, True, None, result, checks)
 
     def release(self, pod: Pod, node: int) -> None:
         self.cluster.unbind(node, pod)
+        if self.prefilter is not None:
+            self.prefilter.refresh(node)
 
 
 def _gets_numa_bound_resources(machine: Machine, pod: Pod) -> bool:
