@@ -227,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=_cmd_simulate)
 
+    from numalign.kube.cli import add_commands as add_kube_commands
+
+    add_kube_commands(sub)  # export, extender
+
     p = sub.add_parser("demo", help="walk through the Topology Manager blog's example")
     p.set_defaults(handler=_cmd_demo)
     return parser

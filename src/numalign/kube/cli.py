@@ -1,0 +1,72 @@
+"""``numalign export`` and ``numalign extender serve``: argument parsing and thin handlers."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from numalign.errors import InputError
+    from numalign.kube.exporter import ExportSources, export_command
+
+    if args.kubelet_state and args.state_dir:
+        raise InputError("give one of --kubelet-state and --state-dir")
+    if args.interval is not None and args.interval <= 0:
+        raise InputError("must be positive", "--interval")
+    sources = ExportSources(
+        machine=args.machine, sysfs_root=args.sysfs_root, kubelet_config=args.kubelet_config,
+        kubelet_state=args.kubelet_state, state_dir=args.state_dir, node_name=args.node_name,
+    )
+    return export_command(sources, apply=args.apply, kubeconfig=args.kubeconfig,
+                          interval=args.interval, output=args.output, poll=args.poll)
+
+
+def _cmd_extender_serve(args: argparse.Namespace) -> int:
+    from numalign.kube.extender import serve
+
+    return serve(host=args.host, port=args.port, nrt_dir=args.nrt_dir, kubeconfig=args.kubeconfig,
+                 in_cluster=args.in_cluster, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                 max_body=args.max_body, timeout=args.timeout, resync=args.resync,
+                 assume_ttl=args.assume_ttl)
+
+
+def add_commands(sub: Any) -> None:
+    """Add ``export`` and ``extender`` to the ``numalign`` sub-command parser."""
+    p = sub.add_parser("export", help="publish this node's NodeResourceTopology (print, or --apply)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--machine", "-m", help="machine spec instead of discovery")
+    src.add_argument("--sysfs-root", metavar="DIR|TARBALL", help="captured root (default: live /)")
+    p.add_argument("--kubelet-config", metavar="FILE",
+                   help="KubeletConfiguration YAML, e.g. /var/lib/kubelet/config.yaml")
+    p.add_argument("--kubelet-state", metavar="DIR",
+                   help="the kubelet's cpu_manager_state / memory_manager_state directory")
+    p.add_argument("--state-dir", metavar="DIR", help="numalign's own node state directory")
+    p.add_argument("--node-name", help="object name (default: $NODE_NAME, else the machine name)")
+    p.add_argument("--apply", action="store_true", help="create/update the object through the API")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else ~/.kube/config)")
+    p.add_argument("--interval", type=float, metavar="SECONDS",
+                   help="keep exporting every SECONDS and when a state file changes")
+    p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
+                   help="how often state-file mtimes are checked (default 1)")
+    p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    p.set_defaults(handler=_cmd_export)
+
+    p = sub.add_parser("extender", help="kube-scheduler extender service")
+    esub = p.add_subparsers(dest="extender_command", required=True)
+    s = esub.add_parser("serve", help="serve /filter, /prioritize, /bind, /metrics, /healthz, /readyz")
+    s.add_argument("--host", default="127.0.0.1", help="listen address (default: loopback)")
+    s.add_argument("--port", type=int, default=8888)
+    nodes = s.add_mutually_exclusive_group()
+    nodes.add_argument("--nrt-dir", metavar="DIR", help="directory of NodeResourceTopology YAML/JSON")
+    nodes.add_argument("--kubeconfig", help="list+watch NodeResourceTopology objects via this kubeconfig")
+    nodes.add_argument("--in-cluster", action="store_true", help="list+watch with the pod's service account")
+    s.add_argument("--tls-cert", metavar="FILE")
+    s.add_argument("--tls-key", metavar="FILE")
+    s.add_argument("--max-body", type=int, default=8 * 1024 * 1024, metavar="BYTES")
+    s.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="socket timeout")
+    s.add_argument("--resync", type=float, default=1.0, metavar="SECONDS",
+                   help="NRT directory poll / API re-list period")
+    s.add_argument("--assume-ttl", type=float, default=120.0, metavar="SECONDS",
+                   help="drop an assumed pod after this long if the NRT has not shown it")
+    s.set_defaults(handler=_cmd_extender_serve)

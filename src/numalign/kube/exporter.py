@@ -1,0 +1,262 @@
+"""``numalign export``: this node's NodeResourceTopology, printed or applied through the API.
+
+Sources, read afresh on every export:
+
+* the machine: ``--machine`` spec, or sysfs (``--sysfs-root`` capture, default live ``/``);
+* the kubelet configuration: ``--kubelet-config`` (a KubeletConfiguration YAML) replaces the
+  machine's ``kubelet`` section, parsed by the machine spec loader (same field names);
+* allocations: the kubelet's ``cpu_manager_state``/``memory_manager_state`` (``--kubelet-state
+  DIR``) or numalign's own state directory (``--state-dir``); none = an idle node.
+
+A source that cannot be read makes :meth:`Exporter.collect` raise; :func:`run_loop` then keeps
+the last good object (never publishes an empty or partial one), logs why on stderr and retries
+at the next interval. With ``--interval`` the loop also re-exports as soon as the mtime of a
+state file (or the kubelet config) changes (polled every ``--poll`` seconds).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+
+from numalign.errors import InputError, NumalignError
+from numalign.kube.topology import build_nrt
+from numalign.machine.model import Machine
+from numalign.machine.spec import dump_machine, load_machine, read_machine_file
+from numalign.node.admission import Node
+from numalign.node.kubelet_import import CPU_FILE, MEMORY_FILE, import_kubelet_state
+from numalign.node.store import STATE_FILE
+
+GROUP = "topology.node.k8s.io"
+VERSION = "v1alpha2"
+PLURAL = "noderesourcetopologies"
+
+
+def read_kubelet_config(path: str) -> dict[str, Any]:
+    """A KubeletConfiguration YAML file as a mapping (the fields the spec loader knows are
+    checked when applied to a machine; the rest is ignored)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except OSError as e:
+        raise InputError(e.strerror or str(e), path) from None
+    except yaml.YAMLError as e:
+        raise InputError(f"invalid YAML: {str(e).splitlines()[0]}", path) from None
+    if not isinstance(doc, dict):
+        raise InputError("a KubeletConfiguration must be a mapping", path)
+    kind = doc.get("kind")
+    if kind is not None and kind != "KubeletConfiguration":
+        raise InputError(f"expected kind KubeletConfiguration, got {kind!r}", path)
+    return doc
+
+
+def with_kubelet_config(machine: Machine, config: dict[str, Any], source: str) -> Machine:
+    """``machine`` with its kubelet section replaced by a KubeletConfiguration."""
+    doc = dump_machine(machine)
+    doc["kubelet"] = {k: v for k, v in config.items() if k not in ("kind", "apiVersion")}
+    return load_machine(doc, source)
+
+
+@dataclass
+class ExportSources:
+    machine: str | None = None
+    sysfs_root: str | None = None
+    kubelet_config: str | None = None
+    kubelet_state: str | None = None
+    state_dir: str | None = None
+    node_name: str | None = None
+
+    def watched(self) -> list[Path]:
+        """Files whose change triggers an export."""
+        out: list[Path] = []
+        if self.kubelet_state:
+            out += [Path(self.kubelet_state) / CPU_FILE, Path(self.kubelet_state) / MEMORY_FILE]
+        if self.state_dir:
+            out.append(Path(self.state_dir) / STATE_FILE)
+        if self.kubelet_config:
+            out.append(Path(self.kubelet_config))
+        if self.machine:
+            out.append(Path(self.machine))
+        return out
+
+
+@dataclass
+class Exporter:
+    sources: ExportSources
+    last_good: dict[str, Any] | None = None
+    last_error: str | None = None
+    _machine_cache: Machine | None = field(default=None, repr=False)
+
+    def _machine(self) -> Machine:
+        s = self.sources
+        if s.machine:
+            m = read_machine_file(s.machine)
+        else:
+            if self._machine_cache is None:  # hardware does not change while we run
+                from numalign.machine.sysfs import load_sysfs
+
+                self._machine_cache = load_sysfs(s.sysfs_root or "/").machine
+            m = self._machine_cache
+        if s.kubelet_config:
+            m = with_kubelet_config(m, read_kubelet_config(s.kubelet_config), s.kubelet_config)
+        return m
+
+    def collect(self) -> dict[str, Any]:
+        """Build the NRT from every source; raises :class:`NumalignError` if one fails."""
+        s = self.sources
+        machine = self._machine()
+        if s.kubelet_state:
+            node = Node(machine, import_kubelet_state(machine, Path(s.kubelet_state)))
+        elif s.state_dir:
+            from numalign.node.session import node_session
+
+            with node_session(Path(s.state_dir), machine, write=False) as n:
+                node = n
+        else:
+            node = Node(machine)
+        name = s.node_name or os.environ.get("NODE_NAME") or machine.name
+        return build_nrt(node, name=name)
+
+    def refresh(self, log: TextIO = sys.stderr) -> dict[str, Any] | None:
+        """Collect; on failure keep and return the last good object (None if there is none)."""
+        try:
+            obj = self.collect()
+        except (NumalignError, OSError, ValueError) as e:
+            msg = e.message if isinstance(e, NumalignError) else str(e)
+            self.last_error = msg
+            keep = "keeping the last good object" if self.last_good else "nothing published yet"
+            print(f"numalign export: cannot read a source ({msg}); {keep}; retrying", file=log)
+            return None
+        self.last_good = obj
+        self.last_error = None
+        return obj
+
+
+# ------------------------------------------------------------------------------ API
+
+
+def k8s(module: str) -> Any:
+    """``kubernetes.<module>`` of the official client (an optional dependency), untyped."""
+    try:
+        return importlib.import_module(f"kubernetes.{module}")
+    except ImportError:  # pragma: no cover - optional dependency
+        raise InputError("the kubernetes client is not installed (pip install 'numalign[kube]')") from None
+
+
+def api_client(kubeconfig: str | None) -> Any:
+    """A kubernetes ApiClient: from ``kubeconfig``, else in-cluster, else ~/.kube/config."""
+    client, config = k8s("client"), k8s("config")
+    if kubeconfig:
+        return config.new_client_from_config(config_file=kubeconfig)
+    try:
+        config.load_incluster_config()
+        return client.ApiClient()
+    except config.ConfigException:
+        return config.new_client_from_config()
+
+
+def apply_nrt(api: Any, obj: dict[str, Any]) -> str:
+    """Create or update the (cluster-scoped) NRT object; returns "created" or "updated"."""
+    api_exception = k8s("client.rest").ApiException
+    custom = k8s("client").CustomObjectsApi(api)
+    name = obj["metadata"]["name"]
+    try:
+        current: Any = custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+    except api_exception as e:
+        if e.status != 404:
+            raise
+        custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, obj)
+        return "created"
+    body = dict(obj)
+    body["metadata"] = dict(obj["metadata"])
+    rv = (current.get("metadata") or {}).get("resourceVersion")
+    if rv:
+        body["metadata"]["resourceVersion"] = rv
+    custom.replace_cluster_custom_object(GROUP, VERSION, PLURAL, name, body)
+    return "updated"
+
+
+def _mtimes(paths: list[Path]) -> tuple[float | None, ...]:
+    out: list[float | None] = []
+    for p in paths:
+        try:
+            out.append(p.stat().st_mtime_ns)
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def run_loop(
+    exporter: Exporter,
+    publish: Callable[[dict[str, Any]], None],
+    *,
+    interval: float | None,
+    poll: float = 1.0,
+    stop: threading.Event | None = None,
+    log: TextIO = sys.stderr,
+) -> int:
+    """Export once (``interval`` None) or until ``stop``: every ``interval`` seconds and when a
+    watched file's mtime changes. Returns 0, or 1 when the single export failed."""
+    stop = stop or threading.Event()
+    watched = exporter.sources.watched()
+    while True:
+        seen = _mtimes(watched)
+        obj = exporter.refresh(log)
+        if obj is not None:
+            try:
+                publish(obj)
+            except Exception as e:  # API errors: keep running, retry next round
+                print(f"numalign export: publish failed: {type(e).__name__}: {e}", file=log)
+                if interval is None:
+                    return 1
+        elif interval is None:
+            return 1
+        if interval is None:
+            return 0
+        deadline = time.monotonic() + interval
+        while not stop.is_set() and time.monotonic() < deadline:
+            if _mtimes(watched) != seen:
+                break
+            stop.wait(min(poll, max(0.0, deadline - time.monotonic())))
+        if stop.is_set():
+            return 0
+
+
+def export_command(
+    sources: ExportSources,
+    *,
+    apply: bool,
+    kubeconfig: str | None,
+    interval: float | None,
+    output: str,
+    poll: float = 1.0,
+    out: TextIO = sys.stdout,
+) -> int:
+    exporter = Exporter(sources)
+    if apply:
+        api = api_client(kubeconfig)
+
+        def publish(obj: dict[str, Any]) -> None:
+            what = apply_nrt(api, obj)
+            print(f"numalign export: {what} noderesourcetopology/{obj['metadata']['name']}",
+                  file=sys.stderr)
+    else:
+        def publish(obj: dict[str, Any]) -> None:
+            if output == "json":
+                import json
+
+                out.write(json.dumps(obj, indent=2) + "\n")
+            else:
+                out.write(("---\n" if interval else "") + yaml.safe_dump(obj, sort_keys=False))
+            out.flush()
+
+    return run_loop(exporter, publish, interval=interval, poll=poll)

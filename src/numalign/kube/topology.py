@@ -1,0 +1,302 @@
+"""NodeResourceTopology objects <-> node engines, for the exporter and the extender.
+
+The exporter (:func:`build_nrt`) writes what the NRT CRD defines - zones ``node-<id>`` with
+costs and ``capacity``/``allocatable``/``available`` per resource, the Topology Manager
+attributes and the pod-set fingerprint - plus a few ``numalign.io/*`` attributes that other
+consumers ignore and that let the extender rebuild the node's engine exactly:
+
+* node: ``numalign.io/cpuManagerPolicy``, ``numalign.io/cpuManagerPolicyOptions``
+  (``k=v,k=v``), ``numalign.io/reservedSystemCPUs`` (cpulist), ``numalign.io/memoryManagerPolicy``;
+* zone: ``numalign.io/assignedCpus`` (the zone's exclusively assigned CPUs, cpulist).
+
+The extender (:func:`engine_from_nrt`) reads any NRT (numalign's or another producer's):
+the machine comes from :func:`numalign.machine.nrt.nrt_to_machine`; the kubelet policies from
+the ``numalign.io`` attributes, or, without them, are inferred (static CPU manager when some
+zone's ``cpu`` allocatable is below capacity, the lowest CPU ids of such a zone being the
+reserved ones; memory manager ``None``). The published availability is then applied to a
+fresh node state as one synthetic occupant (uid :data:`NRT_USAGE_UID`): the assigned CPUs
+(exact with ``numalign.io/assignedCpus``, else the zone's highest free CPU ids), memory and
+hugepages ``free`` lowered to ``available``, and ``allocatable - available`` devices of each
+zone taken. Devices counted in ``capacity`` but not in ``allocatable`` are unhealthy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from numalign.cpulist import format_cpulist, parse_cpulist
+from numalign.errors import InputError
+from numalign.machine.model import Device, ReservedMemory
+from numalign.machine.nrt import machine_to_nrt, nrt_to_machine
+from numalign.node.accounting import numa_amounts
+from numalign.node.admission import Node, NodeState
+from numalign.pods import parse_quantity, quantity_int
+
+ATTR_CPU_POLICY = "numalign.io/cpuManagerPolicy"
+ATTR_CPU_OPTIONS = "numalign.io/cpuManagerPolicyOptions"
+ATTR_RESERVED_CPUS = "numalign.io/reservedSystemCPUs"
+ATTR_MEMORY_POLICY = "numalign.io/memoryManagerPolicy"
+ATTR_ASSIGNED_CPUS = "numalign.io/assignedCpus"
+ATTR_FINGERPRINT = "nodeTopologyPodsFingerprint"
+ATTR_FINGERPRINT_METHOD = "nodeTopologyPodsFingerprintMethod"
+ANNOTATION_FINGERPRINT = "topology.node.k8s.io/fingerprint"
+#: numalign's own fingerprint format (NOT the podfingerprint library's ``pfp0v001...``)
+FINGERPRINT_METHOD = "numalign-sha256"
+FINGERPRINT_PREFIX = "nfp0v001"
+NRT_USAGE_UID = "numalign.io/nrt-usage"
+
+_BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+
+
+def quantity_text(resource: str, n: int) -> str:
+    """A resource.Quantity string: counts for cpu and devices, binary suffixes for bytes."""
+    if resource == "cpu" or "/" in resource or n <= 0:
+        return str(n)
+    for suffix, shift in _BINARY:
+        if n % (1 << shift) == 0:
+            return f"{n >> shift}{suffix}"
+    return str(n)
+
+
+def pods_fingerprint(keys: Iterable[str]) -> str:
+    """A stable hash of the pod set (sorted, de-duplicated ``namespace/name`` or uid keys).
+
+    ``nfp0v001`` + the first 16 hex digits of SHA-256 over the sorted keys joined by newlines.
+    Not the podfingerprint library's format: equal sets give equal values, that is all.
+    """
+    text = "\n".join(sorted(set(keys)))
+    return FINGERPRINT_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _options_text(opts: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(opts.items()))
+
+
+def _options_parse(text: str, where: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        k, sep, v = part.partition("=")
+        if not sep or not k.strip():
+            raise InputError(f"expected k=v pairs, got {text!r}", where)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def build_nrt(node: Node, pod_keys: Iterable[str] | None = None, name: str | None = None) -> dict[str, Any]:
+    """The NodeResourceTopology of ``node`` (its machine, kubelet configuration and state).
+
+    ``pod_keys`` is the pod set the fingerprint covers (default: the state's pods).
+    """
+    machine = node.machine
+    doc = machine_to_nrt(machine)
+    if name is not None:
+        doc["metadata"]["name"] = name
+    amounts = numa_amounts(node)
+    assigned = node.state.cpu.assigned_cpus()
+    for zone in doc["zones"]:
+        nid = int(zone["name"].removeprefix("node-"))
+        z = amounts[nid]
+        order = ["cpu", "memory"]
+        order += sorted(r for r in z.capacity if r.startswith("hugepages-"))
+        order += sorted(r for r in z.capacity if "/" in r)
+        zone["resources"] = [
+            {
+                "name": r,
+                "capacity": quantity_text(r, z.capacity[r]),
+                "allocatable": quantity_text(r, z.allocatable.get(r, 0)),
+                "available": quantity_text(r, z.available.get(r, 0)),
+            }
+            for r in order
+            if r in z.capacity
+        ]
+        mine = assigned & machine.cpus_by_numa.get(nid, frozenset())
+        if mine:
+            zone.setdefault("attributes", []).append(
+                {"name": ATTR_ASSIGNED_CPUS, "value": format_cpulist(mine)}
+            )
+    k = machine.kubelet
+    keys = list(pod_keys) if pod_keys is not None else [
+        str(p.get("key", uid)) for uid, p in node.state.pods.items()
+    ]
+    fp = pods_fingerprint(keys)
+    attrs: list[dict[str, str]] = doc["attributes"]
+    attrs.append({"name": ATTR_CPU_POLICY, "value": k.cpu_manager_policy})
+    if k.cpu_manager_policy_options:
+        attrs.append({"name": ATTR_CPU_OPTIONS, "value": _options_text(k.cpu_manager_policy_options)})
+    if node.state.cpu.policy_name != "none" and node.reserved_cpus:
+        attrs.append({"name": ATTR_RESERVED_CPUS, "value": format_cpulist(node.reserved_cpus)})
+    attrs.append({"name": ATTR_MEMORY_POLICY, "value": k.memory_manager_policy})
+    attrs.append({"name": ATTR_FINGERPRINT, "value": fp})
+    attrs.append({"name": ATTR_FINGERPRINT_METHOD, "value": FINGERPRINT_METHOD})
+    doc["metadata"]["annotations"] = {ANNOTATION_FINGERPRINT: fp}
+    return doc
+
+
+# ------------------------------------------------------------------------------- reading
+
+
+def _attr_map(items: object) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if isinstance(items, list):
+        for a in items:
+            if isinstance(a, dict) and isinstance(a.get("name"), str):
+                out[a["name"]] = str(a.get("value", ""))
+    return out
+
+
+def _zone_amounts(obj: Mapping[str, Any]) -> dict[int, dict[str, dict[str, int]]]:
+    """zone id -> resource -> {capacity, allocatable, available} (engine units)."""
+    out: dict[int, dict[str, dict[str, int]]] = {}
+    for i, z in enumerate(obj.get("zones") or []):
+        if not isinstance(z, dict) or z.get("type") != "Node":
+            continue
+        nid = int(str(z.get("name", "")).removeprefix("node-"))
+        per: dict[str, dict[str, int]] = {}
+        for j, r in enumerate(z.get("resources") or []):
+            rname = r["name"]
+            vals: dict[str, int] = {}
+            for key in ("capacity", "allocatable", "available"):
+                raw = r.get(key, r.get("capacity"))
+                vals[key] = quantity_int(parse_quantity(raw, f"zones[{i}].resources[{j}].{key}"))
+            vals["allocatable"] = min(vals["allocatable"], vals["capacity"])
+            vals["available"] = max(0, min(vals["available"], vals["allocatable"]))
+            per[rname] = vals
+        out[nid] = per
+    return out
+
+
+def fingerprint_of(obj: Mapping[str, Any]) -> str | None:
+    return _attr_map(obj.get("attributes")).get(ATTR_FINGERPRINT)
+
+
+def engine_from_nrt(obj: object) -> Node:
+    """A node engine whose state shows what ``obj`` (an NRT object) says is available."""
+    machine = nrt_to_machine(obj)
+    assert isinstance(obj, dict)
+    attrs = _attr_map(obj.get("attributes"))
+    amounts = _zone_amounts(obj)
+    zone_attrs = {
+        int(str(z.get("name", "")).removeprefix("node-")): _attr_map(z.get("attributes"))
+        for z in obj.get("zones") or []
+        if isinstance(z, dict) and z.get("type") == "Node"
+    }
+    # --- kubelet policies
+    reserved: set[int] = set()
+    if ATTR_RESERVED_CPUS in attrs:
+        reserved = set(parse_cpulist(attrs[ATTR_RESERVED_CPUS], f"attributes.{ATTR_RESERVED_CPUS}"))
+    else:
+        for nid, per in amounts.items():
+            cpu = per.get("cpu")
+            if cpu and cpu["allocatable"] < cpu["capacity"]:
+                ids = sorted(machine.cpus_by_numa.get(nid, frozenset()))
+                reserved.update(ids[: cpu["capacity"] - cpu["allocatable"]])
+    cpu_policy = attrs.get(ATTR_CPU_POLICY, "static" if reserved else "none")
+    cpu_options = _options_parse(attrs.get(ATTR_CPU_OPTIONS, ""), f"attributes.{ATTR_CPU_OPTIONS}")
+    mem_policy = attrs.get(ATTR_MEMORY_POLICY, "None")
+    reserved_memory: list[ReservedMemory] = []
+    if mem_policy == "Static":
+        for nid, per in sorted(amounts.items()):
+            limits: dict[str, int] = {}
+            huge_total = sum(v["capacity"] for r, v in per.items() if r.startswith("hugepages-"))
+            for r, v in per.items():
+                if r == "memory":
+                    limits[r] = max(0, v["capacity"] - v["allocatable"] - huge_total)
+                elif r.startswith("hugepages-"):
+                    limits[r] = v["capacity"] - v["allocatable"]
+            limits = {r: n for r, n in limits.items() if n > 0}
+            if limits:
+                reserved_memory.append(ReservedMemory(nid, limits))
+    # --- devices: capacity - allocatable of them are unhealthy
+    devices: list[Device] = []
+    unhealthy_left: dict[tuple[int, str], int] = {}
+    for nid, per in amounts.items():
+        for r, v in per.items():
+            if "/" in r:
+                unhealthy_left[(nid, r)] = v["capacity"] - v["allocatable"]
+    for d in machine.devices:
+        key = (d.numa[0] if d.numa else -1, d.resource)
+        if unhealthy_left.get(key, 0) > 0:
+            unhealthy_left[key] -= 1
+            devices.append(replace(d, healthy=False))
+        else:
+            devices.append(d)
+    kubelet = replace(
+        machine.kubelet,
+        cpu_manager_policy=cpu_policy,
+        cpu_manager_policy_options=cpu_options,
+        reserved_system_cpus=frozenset(reserved) if cpu_policy == "static" and reserved else None,
+        memory_manager_policy=mem_policy,
+        reserved_memory=tuple(reserved_memory),
+    )
+    machine = replace(machine, devices=tuple(devices), kubelet=kubelet)
+    node = Node(machine)
+    node.state = _apply_usage(node, amounts, zone_attrs)
+    return node
+
+
+def _apply_usage(
+    node: Node,
+    amounts: Mapping[int, Mapping[str, Mapping[str, int]]],
+    zone_attrs: Mapping[int, Mapping[str, str]],
+) -> NodeState:
+    machine = node.machine
+    state = node.state.copy()
+    used_any = False
+    # CPUs
+    if state.cpu.policy_name != "none":
+        per_zone: dict[str, frozenset[int]] = {}
+        for nid, per in sorted(amounts.items()):
+            zone_cpus = machine.cpus_by_numa.get(nid, frozenset())
+            if ATTR_ASSIGNED_CPUS in zone_attrs.get(nid, {}):
+                text = zone_attrs[nid][ATTR_ASSIGNED_CPUS]
+                taken = parse_cpulist(text, f"node-{nid}.attributes.{ATTR_ASSIGNED_CPUS}")
+                if not taken <= zone_cpus:
+                    raise InputError(f"{ATTR_ASSIGNED_CPUS} lists CPUs outside the zone", f"node-{nid}")
+            else:
+                cpu = per.get("cpu")
+                count = cpu["allocatable"] - cpu["available"] if cpu else 0
+                free = sorted(zone_cpus - node.reserved_cpus, reverse=True)
+                taken = frozenset(free[:count])
+            if taken:
+                per_zone[f"node-{nid}"] = frozenset(taken)
+                state.cpu.default_set -= taken
+        if per_zone:
+            state.cpu.assignments[NRT_USAGE_UID] = per_zone
+            used_any = True
+    # memory and hugepages
+    for nid, ms in state.memory.machine_state.items():
+        for r, table in ms.memory_map.items():
+            avail = amounts.get(nid, {}).get(r)
+            if avail is None:
+                continue
+            left = min(table.free, avail["available"])
+            if left < table.free:
+                table.free = left
+                table.reserved = table.allocatable - left
+                used_any = True
+    # devices
+    taken_devs: dict[str, dict[str, list[str]]] = {}
+    for nid, per in sorted(amounts.items()):
+        for r, v in sorted(per.items()):
+            if "/" not in r:
+                continue
+            count = v["allocatable"] - v["available"]
+            if count <= 0:
+                continue
+            ids = [d.id for d in machine.devices
+                   if d.resource == r and d.healthy and d.numa and d.numa[0] == nid][:count]
+            taken_devs.setdefault(f"node-{nid}", {})[r] = ids
+    if taken_devs:
+        state.devices.allocated[NRT_USAGE_UID] = taken_devs
+        used_any = True
+    if used_any:
+        state.pods[NRT_USAGE_UID] = {
+            "key": NRT_USAGE_UID, "policy": machine.kubelet.topology_manager_policy,
+            "scope": machine.kubelet.topology_manager_scope, "containers": [],
+        }
+    return state
