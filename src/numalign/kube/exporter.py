@@ -126,8 +126,9 @@ class Exporter:
         name = s.node_name or os.environ.get("NODE_NAME") or machine.name
         return build_nrt(node, name=name)
 
-    def refresh(self, log: TextIO = sys.stderr) -> dict[str, Any] | None:
+    def refresh(self, log: TextIO | None = None) -> dict[str, Any] | None:
         """Collect; on failure keep and return the last good object (None if there is none)."""
+        log = log if log is not None else sys.stderr
         try:
             obj = self.collect()
         except (NumalignError, OSError, ValueError) as e:
@@ -202,11 +203,12 @@ def run_loop(
     interval: float | None,
     poll: float = 1.0,
     stop: threading.Event | None = None,
-    log: TextIO = sys.stderr,
+    log: TextIO | None = None,
 ) -> int:
     """Export once (``interval`` None) or until ``stop``: every ``interval`` seconds and when a
     watched file's mtime changes. Returns 0, or 1 when the single export failed."""
     stop = stop or threading.Event()
+    log = log if log is not None else sys.stderr
     watched = exporter.sources.watched()
     while True:
         seen = _mtimes(watched)
@@ -239,8 +241,9 @@ def export_command(
     interval: float | None,
     output: str,
     poll: float = 1.0,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
+    stream = out if out is not None else sys.stdout
     exporter = Exporter(sources)
     if apply:
         api = api_client(kubeconfig)
@@ -254,9 +257,9 @@ def export_command(
             if output == "json":
                 import json
 
-                out.write(json.dumps(obj, indent=2) + "\n")
+                stream.write(json.dumps(obj, indent=2) + "\n")
             else:
-                out.write(("---\n" if interval else "") + yaml.safe_dump(obj, sort_keys=False))
-            out.flush()
+                stream.write(("---\n" if interval else "") + yaml.safe_dump(obj, sort_keys=False))
+            stream.flush()
 
     return run_loop(exporter, publish, interval=interval, poll=poll)
