@@ -473,6 +473,7 @@ class ExtenderServer(ThreadingHTTPServer):
 
 class ExtenderHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
     server: ExtenderServer
     server_version = "numalign-extender"
 
@@ -551,7 +552,11 @@ class ExtenderHandler(BaseHTTPRequestHandler):
         if length > self.server.max_body:
             self.close_connection = True
             raise BadRequest(413, f"body larger than {self.server.max_body} bytes")
-        data = self.rfile.read(length)
+        try:
+            data = self.rfile.read(length)
+        except (TimeoutError, OSError):
+            self.close_connection = True
+            raise BadRequest(408, "timed out reading the body") from None
         if len(data) != length:
             self.close_connection = True
             raise BadRequest(400, "truncated body")
@@ -702,3 +707,13 @@ def serve(
         with contextlib.suppress(Exception):
             server.server_close()
     return 0
+
+
+def serve_in_thread(core: ExtenderCore, host: str = "127.0.0.1", port: int = 0,
+                    **kw: Any) -> ExtenderServer:
+    """Start an extender server on a daemon thread (tests, benchmarks, embedding);
+    stop it with ``server.shutdown(); server.server_close()``."""
+    server = ExtenderServer((host, port), core, **kw)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    return server
