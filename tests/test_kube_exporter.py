@@ -14,8 +14,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from conftest import REPO, shared_path
 
+from conftest import REPO, shared_path
 from numalign.cli import main
 from numalign.kube.exporter import Exporter, ExportSources, run_loop
 from numalign.kube.topology import build_nrt, engine_from_nrt, pods_fingerprint

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO
 
+from conftest import REPO
 from numalign.kube.extender import DirSource, ExtenderCore, ExtenderServer, serve_in_thread
 from numalign.kube.topology import build_nrt
 from numalign.machine.spec import read_machine_file
