@@ -658,7 +658,7 @@ def api_binder(api: Any) -> Callable[[str, str, str, str], None]:
             metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
-        core.create_namespaced_binding(namespace, body, _preload_content=False)
+        core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
 
     return bind
 
