@@ -1,0 +1,205 @@
+"""deploy/: every manifest parses and is checked field by field against the official
+client's generated models (the Kubernetes OpenAPI types: unknown fields and wrong types are
+errors); cross-references (service accounts, selectors, extender URL and verbs, CLI flags)
+hold. ``kubectl apply --dry-run=client`` runs too when kubectl and a cluster are reachable
+(client dry-run still needs the API server's discovery), else that test is skipped.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+from conftest import REPO
+from numalign.cli import build_parser
+from numalign.kube.openapi import openapi_document
+
+DEPLOY = REPO / "deploy"
+MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml"))
+MODELS = {
+    ("v1", "ServiceAccount"): "V1ServiceAccount",
+    ("v1", "ConfigMap"): "V1ConfigMap",
+    ("apps/v1", "Deployment"): "V1Deployment",
+    ("apps/v1", "DaemonSet"): "V1DaemonSet",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "V1RoleBinding",
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): "V1CustomResourceDefinition",
+}
+EXTENDER_FIELDS = {"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb",
+                   "weight", "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable",
+                   "managedResources", "ignorable"}
+
+
+def docs() -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for p in MANIFESTS:
+        for d in yaml.safe_load_all(p.read_text()):
+            if d is not None:
+                out.append((p, d))
+    return out
+
+
+def check(value: Any, type_name: str, path: str) -> None:
+    """``value`` against a kubernetes client model type (strict: no unknown fields)."""
+    from kubernetes.client import models
+
+    if value is None:
+        return
+    if type_name.lower().startswith("list["):
+        assert isinstance(value, list), f"{path}: expected a list"
+        for i, v in enumerate(value):
+            check(v, type_name[5:-1], f"{path}[{i}]")
+        return
+    if type_name.lower().startswith(("dict(", "dict[")):  # dict(str, X) or Dict[str, X]
+        assert isinstance(value, dict), f"{path}: expected a mapping"
+        inner = type_name[type_name.index(",") + 1:-1].strip()
+        for k, v in value.items():
+            check(v, inner, f"{path}.{k}")
+        return
+    basic = {"str": str, "int": int, "bool": bool, "float": (int, float)}
+    if type_name in basic:
+        assert isinstance(value, basic[type_name]), f"{path}: expected {type_name}, got {value!r}"
+        return
+    if type_name in ("object", "datetime", "date"):
+        return
+    cls = getattr(models, type_name)
+    assert isinstance(value, dict), f"{path}: expected an object ({type_name})"
+    known = {v: k for k, v in cls.attribute_map.items()}
+    for key, v in value.items():
+        assert key in known, f"{path}.{key}: unknown field of {type_name}"
+        check(v, cls.openapi_types[known[key]], f"{path}.{key}")
+
+
+def test_every_manifest_matches_the_api_types() -> None:
+    pytest.importorskip("kubernetes")
+    seen = set()
+    for path, d in docs():
+        key = (d.get("apiVersion"), d.get("kind"))
+        assert key in MODELS, f"{path.name}: unexpected {key}"
+        assert d["metadata"]["name"], path.name
+        check(d, MODELS[key], f"{path.name}:{d['kind']}/{d['metadata']['name']}")
+        seen.add(d["kind"])
+    assert {"CustomResourceDefinition", "Deployment", "DaemonSet", "ClusterRole",
+            "ClusterRoleBinding", "ServiceAccount", "ConfigMap"} <= seen
+
+
+def test_crd_is_the_nrt_api() -> None:
+    crd = next(d for _, d in docs() if d["kind"] == "CustomResourceDefinition")
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == f"{spec['names']['plural']}.{spec['group']}"
+    assert (spec["group"], spec["scope"], spec["names"]["kind"]) == (
+        "topology.node.k8s.io", "Cluster", "NodeResourceTopology")
+    (version,) = spec["versions"]
+    assert version["name"] == "v1alpha2" and version["served"] and version["storage"]
+    schema = version["schema"]["openAPIV3Schema"]
+    assert schema["required"] == ["zones"]
+    zone = schema["properties"]["zones"]["items"]
+    res = zone["properties"]["resources"]["items"]
+    assert res["required"] == ["name", "capacity", "allocatable", "available"]
+    assert zone["properties"]["costs"]["items"]["properties"]["value"]["type"] == "integer"
+
+
+def test_workloads_reference_what_exists() -> None:
+    all_docs = [d for _, d in docs()]
+    accounts = {(d["metadata"]["namespace"], d["metadata"]["name"])
+                for d in all_docs if d["kind"] == "ServiceAccount"}
+    roles = {d["metadata"]["name"] for d in all_docs if d["kind"] == "ClusterRole"}
+    parser = build_parser()
+    for d in all_docs:
+        if d["kind"] in ("Deployment", "DaemonSet"):
+            spec = d["spec"]
+            assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+            pod = spec["template"]["spec"]
+            assert (d["metadata"]["namespace"], pod["serviceAccountName"]) in accounts
+            mounts = {v["name"] for v in pod.get("volumes", [])}
+            for c in pod["containers"]:
+                assert c["image"]
+                for m in c.get("volumeMounts", []):
+                    assert m["name"] in mounts
+                if c["command"][0] == "numalign":  # the flags are numalign's own
+                    parser.parse_args(c["command"][1:])
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            for s in d["subjects"]:
+                assert (s["namespace"], s["name"]) in accounts
+            if not d["roleRef"]["name"].startswith(("system:", "extension-apiserver")):
+                assert d["roleRef"]["name"] in roles
+    rules = [r for d in all_docs if d["kind"] == "ClusterRole" for r in d["rules"]]
+    assert any("noderesourcetopologies" in r["resources"] and "update" in r["verbs"] for r in rules)
+    assert any("pods/binding" in r["resources"] for r in rules)
+
+
+def scheduler_configs() -> list[dict[str, Any]]:
+    out = [yaml.safe_load((DEPLOY / "config" / "kube-scheduler-config.yaml").read_text())]
+    for _, d in docs():
+        if d["kind"] == "ConfigMap":
+            out.extend(yaml.safe_load(v) for v in d["data"].values())
+    return out
+
+
+def test_scheduler_configuration_extenders() -> None:
+    served = {p.strip("/") for p in openapi_document()["paths"]}
+    sidecar_ports = set()
+    for _, d in docs():
+        if d["kind"] == "Deployment":
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                if c["command"][:3] == ["numalign", "extender", "serve"]:
+                    args = build_parser().parse_args(c["command"][1:])
+                    sidecar_ports.add(args.port)
+                    assert args.host == "127.0.0.1"
+    configs = scheduler_configs()
+    assert len(configs) == 2
+    for cfg in configs:
+        assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+        assert cfg["kind"] == "KubeSchedulerConfiguration"
+        for ext in cfg["extenders"]:
+            assert set(ext) <= EXTENDER_FIELDS
+            url = urlparse(ext["urlPrefix"])
+            assert url.scheme == ("https" if ext.get("enableHTTPS") else "http")
+            assert url.port in sidecar_ports
+            for verb in ("filterVerb", "prioritizeVerb", "bindVerb", "preemptVerb"):
+                if ext.get(verb):
+                    assert ext[verb] in served, verb
+            if ext.get("prioritizeVerb"):
+                assert isinstance(ext["weight"], int) and ext["weight"] > 0
+            assert isinstance(ext["nodeCacheCapable"], bool)
+            for m in ext.get("managedResources", []):
+                assert set(m) <= {"name", "ignoredByScheduler"}
+
+
+def _cluster_reachable() -> bool:
+    if shutil.which("kubectl") is None:
+        return False
+    try:
+        r = subprocess.run(["kubectl", "version", "--request-timeout=2s", "-o", "json"],
+                           capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and b"serverVersion" in r.stdout
+
+
+def test_kubectl_dry_run_client() -> None:
+    if not _cluster_reachable():
+        pytest.skip("kubectl apply --dry-run=client needs kubectl and a reachable API server "
+                    "(for discovery); the structural checks above ran instead")
+    for p in MANIFESTS:
+        r = subprocess.run(["kubectl", "apply", "--dry-run=client", "-f", str(p)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, f"{p.name}: {r.stderr}"
+
+
+def test_the_checker_catches_mistakes() -> None:
+    pytest.importorskip("kubernetes")
+    with pytest.raises(AssertionError, match="unknown field"):
+        check({"spec": {"replica": 1}}, "V1Deployment", "d")
+    with pytest.raises(AssertionError, match="expected int"):
+        check({"spec": {"replicas": "one"}}, "V1Deployment", "d")
+    with pytest.raises(AssertionError, match="unknown field"):
+        check({"spec": {"template": {"spec": {"containers": [{"name": "c", "imag": "x"}]}}}},
+              "V1Deployment", "d")
