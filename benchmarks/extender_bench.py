@@ -143,6 +143,7 @@ def main(calls: int = CALLS) -> dict[str, Any]:
             for k in range(n):
                 cpu, mem, gpus = shapes[k % len(shapes)]
                 pod = kube_pod(f"{tag}{k}", cpu, mem, gpus)
+                body: dict[str, Any]
                 if nodes_form:
                     body = {"Pod": pod, "Nodes": {"items": [kube_node(x) for x in names]},
                             "NodeNames": None}

@@ -186,7 +186,7 @@ def crd_schema() -> Any:
 
 
 def strip(obj: dict[str, Any]) -> dict[str, Any]:
-    out = json.loads(json.dumps(obj))
+    out: dict[str, Any] = json.loads(json.dumps(obj))
     out["metadata"].pop("resourceVersion", None)
     return out
 

@@ -63,7 +63,8 @@ def check(value: Any, type_name: str, path: str) -> None:
         for k, v in value.items():
             check(v, inner, f"{path}.{k}")
         return
-    basic = {"str": str, "int": int, "bool": bool, "float": (int, float)}
+    basic: dict[str, type | tuple[type, ...]] = {
+        "str": str, "int": int, "bool": bool, "float": (int, float)}
     if type_name in basic:
         assert isinstance(value, basic[type_name]), f"{path}: expected {type_name}, got {value!r}"
         return
