@@ -17,6 +17,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     sources = ExportSources(
         machine=args.machine, sysfs_root=args.sysfs_root, kubelet_config=args.kubelet_config,
         kubelet_state=args.kubelet_state, state_dir=args.state_dir, node_name=args.node_name,
+        device_rules=args.device_rules,
     )
     return export_command(sources, apply=args.apply, kubeconfig=args.kubeconfig,
                           interval=args.interval, output=args.output, poll=args.poll)
@@ -37,6 +38,8 @@ def add_commands(sub: Any) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--machine", "-m", help="machine spec instead of discovery")
     src.add_argument("--sysfs-root", metavar="DIR|TARBALL", help="captured root (default: live /)")
+    p.add_argument("--device-rules", metavar="FILE",
+                   help="YAML rules naming PCI devices as resources (with discovery)")
     p.add_argument("--kubelet-config", metavar="FILE",
                    help="KubeletConfiguration YAML, e.g. /var/lib/kubelet/config.yaml")
     p.add_argument("--kubelet-state", metavar="DIR",

@@ -74,6 +74,7 @@ class ExportSources:
     kubelet_state: str | None = None
     state_dir: str | None = None
     node_name: str | None = None
+    device_rules: str | None = None
 
     def watched(self) -> list[Path]:
         """Files whose change triggers an export."""
@@ -102,9 +103,11 @@ class Exporter:
             m = read_machine_file(s.machine)
         else:
             if self._machine_cache is None:  # hardware does not change while we run
+                from numalign.machine.devices_naming import load_rules
                 from numalign.machine.sysfs import load_sysfs
 
-                self._machine_cache = load_sysfs(s.sysfs_root or "/").machine
+                rules = load_rules(s.device_rules)
+                self._machine_cache = load_sysfs(s.sysfs_root or "/", rules).machine
             m = self._machine_cache
         if s.kubelet_config:
             m = with_kubelet_config(m, read_kubelet_config(s.kubelet_config), s.kubelet_config)
