@@ -411,3 +411,31 @@ def test_load_2000_filter_calls_over_100_nodes(tmp_path: Path) -> None:
     assert errors == 0
     lat.sort()
     print(f"2000 filter calls: {2000 / elapsed:.0f} req/s, p99 {lat[int(0.99 * len(lat))] * 1000:.2f} ms")
+
+
+def test_connection_limit() -> None:
+    core = ExtenderCore(log=io.StringIO())
+    core.set_nodes({"f": build_nrt(Node(read_machine_file(str(EXAMPLES / "fig1.yaml"))), name="f")})
+    server = serve_in_thread(core, max_connections=2, timeout=5.0)
+    port = server.server_address[1]
+    try:
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        time.sleep(0.2)  # both accepted and holding their slots
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        conn.request("GET", "/healthz")
+        r = conn.getresponse()
+        assert r.status == 503 and json.loads(r.read())["Error"] == "too many connections"
+        for s in idle:
+            s.close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                if Client(server).get("/healthz") == (200, "ok"):
+                    break
+            except (OSError, http.client.HTTPException):
+                pass
+            time.sleep(0.05)
+        assert Client(server).get("/healthz") == (200, "ok")
+    finally:
+        server.shutdown()
+        server.server_close()

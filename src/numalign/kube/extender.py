@@ -51,6 +51,7 @@ from numalign.scheduler.scorers import least_numa_nodes
 
 MAX_EXTENDER_PRIORITY = 10
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
+DEFAULT_MAX_CONNECTIONS = 256
 UNKNOWN_NODE = "node has no NodeResourceTopology known to the numalign extender"
 
 
@@ -144,7 +145,7 @@ class ExtenderCore:
             return
         try:
             node = engine_from_nrt(obj)
-        except (NumalignError, ValueError, TypeError, KeyError, AttributeError) as e:
+        except Exception as e:  # one bad object must not stop the others
             msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
             self.broken[name] = f"unusable NodeResourceTopology: {msg}"
             self.nodes.pop(name, None)
@@ -449,12 +450,38 @@ class ExtenderServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], core: ExtenderCore, *,
                  max_body: int = DEFAULT_MAX_BODY, timeout: float = 10.0,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
         self.core = core
         self.max_body = max_body
         self.socket_timeout = timeout
         self.ssl_context = ssl_context
+        self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, ExtenderHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # one thread per connection, but never more than max_connections at once
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                if not isinstance(request, ssl.SSLSocket):
+                    body = b'{"Error":"too many connections"}'
+                    request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+                                    b"application/json\r\nConnection: close\r\nContent-Length: "
+                                    + str(len(body)).encode() + b"\r\n\r\n" + body)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, addr = super().get_request()
