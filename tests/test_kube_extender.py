@@ -439,3 +439,60 @@ def test_connection_limit() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+FOREIGN_NRT = """
+apiVersion: topology.node.k8s.io/v1alpha2
+kind: NodeResourceTopology
+metadata:
+  name: worker-gpu-01
+topologyPolicies: ["SingleNUMANodePodLevel"]
+attributes:
+  - {name: topologyManagerPolicy, value: single-numa-node}
+  - {name: topologyManagerScope, value: pod}
+  - {name: topologyManagerMaxNUMANodes, value: "8"}
+  - {name: nodeTopologyPodsFingerprint, value: pfp0v0019a8c6e32c1f1d6b}
+  - {name: nodeTopologyPodsFingerprintMethod, value: with-exclusive-resources}
+zones:
+  - name: node-0
+    type: Node
+    costs: [{name: node-0, value: 10}, {name: node-1, value: 21}]
+    resources:
+      - {name: cpu, capacity: "32", allocatable: "30", available: "22"}
+      - {name: memory, capacity: "134217728Ki", allocatable: "130023424Ki", available: "113246208Ki"}
+      - {name: hugepages-1Gi, capacity: "16Gi", allocatable: "16Gi", available: "8Gi"}
+      - {name: nvidia.com/gpu, capacity: "1", allocatable: "1", available: "0"}
+      - {name: mellanox.com/rdma_vf, capacity: "8", allocatable: "8", available: "7"}
+  - name: node-1
+    type: Node
+    costs: [{name: node-0, value: 21}, {name: node-1, value: 10}]
+    resources:
+      - {name: cpu, capacity: "32", allocatable: "32", available: "32"}
+      - {name: memory, capacity: "134217728Ki", allocatable: "134217728Ki", available: "134217728Ki"}
+      - {name: hugepages-1Gi, capacity: "16Gi", allocatable: "16Gi", available: "16Gi"}
+      - {name: nvidia.com/gpu, capacity: "1", allocatable: "1", available: "1"}
+      - {name: mellanox.com/rdma_vf, capacity: "8", allocatable: "8", available: "8"}
+"""
+
+
+def test_nrt_from_another_producer() -> None:
+    """The spec's RTE-style example: no numalign attributes; policies are inferred (static
+    CPU manager: node-0 has 2 reserved CPUs) and the published availability is honoured."""
+    from numalign.node.accounting import numa_amounts
+
+    core = ExtenderCore(log=io.StringIO())
+    core.set_nodes({"worker-gpu-01": yaml.safe_load(FOREIGN_NRT)})
+    node = core.nodes["worker-gpu-01"].node
+    amounts = numa_amounts(node)
+    assert (amounts[0].available["cpu"], amounts[1].available["cpu"]) == (22, 32)
+    assert amounts[0].available["nvidia.com/gpu"] == 0
+    assert amounts[0].available["mellanox.com/rdma_vf"] == 7
+    assert node.machine.kubelet.cpu_manager_policy == "static"
+
+    def check(name: str, **limits: str) -> list[str]:
+        pod = engine_pod(kube_pod(name, [guaranteed(limits.pop("cpu"), "1Gi", **limits)]))
+        return core.filter(pod, ["worker-gpu-01"])[0]
+
+    assert check("a", cpu="30", **{"nvidia.com/gpu": "1"}) == ["worker-gpu-01"]  # node-1
+    assert check("b", cpu="33") == []  # no single NUMA node has 33 CPUs
+    assert check("c", cpu="2", **{"nvidia.com/gpu": "2"}) == []  # GPUs on two nodes
