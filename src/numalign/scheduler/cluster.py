@@ -87,6 +87,13 @@ class Cluster:
                 self.allocatable[i, self.col[r]] = v
         self.requested: npt.NDArray[np.int64] = np.zeros(shape, dtype=np.int64)
         self.version: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
+        by_machine: dict[int, list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            by_machine.setdefault(id(n.machine), []).append(i)
+        #: node indices grouped by machine object (nodes built from one template entry)
+        self.groups: list[npt.NDArray[np.int64]] = [
+            np.array(v, dtype=np.int64) for v in by_machine.values()
+        ]
         self.max_numa = max((len(n.machine.numa_nodes) for n in self.nodes), default=1)
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64] | None:

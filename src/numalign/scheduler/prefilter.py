@@ -73,7 +73,7 @@ class NumaPrefilter:
             self._machines[id(n.machine)] = n.machine
             self.refresh(i)
         self._group_idx = {k: np.array(v, dtype=np.int64) for k, v in self._groups.items()}
-        self._capacity_k: dict[tuple[int, str, int], int] = {}
+        self._capacity_k: dict[tuple[int, str, int], tuple[int, int]] = {}
 
     def refresh(self, i: int) -> None:
         """Recompute node ``i``'s free amounts from its engine state."""
@@ -145,46 +145,61 @@ class NumaPrefilter:
             if c.kind in (ContainerKind.INIT, ContainerKind.SIDECAR, ContainerKind.APP)
         ]
 
-    def _min_k(self, node: Node, res: str, demand: int) -> int:
-        """An upper bound of the providers' preferred mask size for ``demand`` of ``res``.
+    def _min_k(self, node: Node, res: str, demand: int) -> tuple[int, int]:
+        """Bounds ``(low, high)`` of the providers' preferred mask size for ``demand``.
 
         The providers call a mask preferred when its size is the fewest NUMA nodes whose
-        capacity (CPU: online CPUs; memory: the memory manager's allocatable; devices: devices
-        near the node) could hold the request. Counting only single-node devices can only
-        make the size larger, so the top-``k`` test below stays a necessary condition.
+        capacity (CPU: online CPUs; memory: the memory manager's allocatable; devices: all
+        devices near the node) could hold the request. ``low`` counts generously (memory
+        capacity, a device near several nodes on each), ``high`` strictly (single-node
+        devices only); both are exact for CPUs, memory under the static policy and devices
+        near one node each.
         """
         m = node.machine
         key = (id(m), res, demand)
         hit = self._capacity_k.get(key)
         if hit is not None:
             return hit
-        caps: list[int] = []
+        low_caps: list[int] = []
+        high_caps: list[int] = []
         mem = node.state.memory.machine_state
         for numa in m.numa_nodes:
             if res == CPU:
-                caps.append(len(m.cpus_by_numa.get(numa.id, ())))
+                n = len(m.cpus_by_numa.get(numa.id, ()))
+                low_caps.append(n)
+                high_caps.append(n)
             elif res == MEMORY or res.startswith("hugepages-"):
                 table = mem[numa.id].table(res) if numa.id in mem else None
-                caps.append(0 if table is None else table.allocatable)
+                alloc = 0 if table is None else table.allocatable
+                low_caps.append(alloc if table is not None else (numa.memory if res == MEMORY else 0))
+                high_caps.append(alloc)
             else:
-                caps.append(sum(1 for d in m.devices if d.resource == res and d.numa == (numa.id,)))
-        caps.sort(reverse=True)
-        total, k = 0, len(caps)
-        for j, c in enumerate(caps):
-            total += c
-            if total >= demand:
-                k = j + 1
-                break
-        k = max(1, k)
-        self._capacity_k[key] = k
-        return k
+                low_caps.append(sum(1 for d in m.devices if d.resource == res and numa.id in d.numa))
+                high_caps.append(sum(1 for d in m.devices if d.resource == res and d.numa == (numa.id,)))
+        out = (_fewest(low_caps, demand), _fewest(high_caps, demand))
+        self._capacity_k[key] = out
+        return out
+
+    def groups(self) -> list[tuple[Node, npt.NDArray[np.int64]]]:
+        """Nodes grouped by machine object: (a representative node, member indices)."""
+        return [(self.nodes[int(v[0])], v) for v in self._group_idx.values()]
+
+    def min_numa_nodes(self, node: Node, pod: Pod) -> int:
+        """A lower bound of the NUMA nodes the pod's NUMA-bound resources will span on
+        ``node`` (0 when it gets none): each resource needs at least its generous size."""
+        best = 0
+        for demand in self._demands(node.machine, pod, node.node_scope):
+            for res, amount in demand.items():
+                best = max(best, self._min_k(node, res, amount)[0])
+        return best
 
     def passing(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """For each candidate node index, False if the node certainly rejects ``pod``."""
-        keep = np.ones(candidates.size, dtype=np.bool_)
+        keep_all = np.ones(len(self.nodes), dtype=np.bool_)
         if candidates.size == 0:
-            return keep
-        pos = {int(i): j for j, i in enumerate(candidates)}
+            return keep_all[candidates]
+        is_candidate = np.zeros(len(self.nodes), dtype=np.bool_)
+        is_candidate[candidates] = True
         for key, members in self._group_idx.items():
             m = self._machines[key]
             node0 = self.nodes[int(members[0])]
@@ -193,19 +208,46 @@ class NumaPrefilter:
             policy, scope = node0.node_policy, node0.node_scope
             if policy not in (Policy.SINGLE_NUMA_NODE, Policy.RESTRICTED):
                 continue
-            sel = np.array([pos[int(i)] for i in members if int(i) in pos], dtype=np.int64)
-            if sel.size == 0:
+            nodes = members[is_candidate[members]]
+            if nodes.size == 0:
                 continue
-            nodes = candidates[sel]
-            ok = np.ones(sel.size, dtype=np.bool_)
+            ok = np.ones(nodes.size, dtype=np.bool_)
             for demand in self._demands(m, pod, scope):
+                sizes: list[tuple[int, int]] = []
                 for res, amount in demand.items():
                     col = self.col.get(res)
+                    low, high = self._min_k(node0, res, amount)
+                    sizes.append((low, high))
                     if col is None:
                         ok[:] = False
                         break
-                    k = 1 if policy is Policy.SINGLE_NUMA_NODE else self._min_k(node0, res, amount)
-                    k = min(k, self.slots)
+                    if policy is Policy.SINGLE_NUMA_NODE:
+                        # no preferred single-node hint exists when even the generous count
+                        # needs several nodes; else one node must hold the demand now
+                        if low > 1:
+                            ok[:] = False
+                        k = 1
+                    else:
+                        k = min(high, self.slots)
                     ok &= self.topk[nodes, col, k - 1] >= amount
-            keep[sel] &= ok
-        return keep
+                # exact preferred sizes that differ: no merged hint can be preferred
+                if (
+                    policy is Policy.RESTRICTED
+                    and all(lo == hi for lo, hi in sizes)
+                    and len({lo for lo, _ in sizes}) > 1
+                    and "align-by-socket" not in m.kubelet.cpu_manager_policy_options
+                ):
+                    ok[:] = False
+            keep_all[nodes] = ok
+        return keep_all[candidates]
+
+
+def _fewest(caps: list[int], demand: int) -> int:
+    """The fewest of ``caps`` (largest first) that add up to ``demand`` (all, if none do)."""
+    total = 0
+    ordered = sorted(caps, reverse=True)
+    for j, c in enumerate(ordered):
+        total += c
+        if total >= demand:
+            return max(1, j + 1)
+    return max(1, len(ordered))

@@ -195,16 +195,14 @@ class Scheduler:
         if hit is not None:
             return hit
         c = self.cluster
-        per_machine: dict[int, float] = {}
         out = np.empty(len(c.nodes), dtype=np.float64)
-        for i, cn in enumerate(c.nodes):
-            m = cn.machine
-            b = per_machine.get(id(m))
-            if b is None:
-                pinned = _gets_numa_bound_resources(m, pod)
-                b = float(scorers.least_numa_nodes(1 if pinned else 0, c.max_numa))
-                per_machine[id(m)] = b
-            out[i] = b * self.profile.numa_weight
+        for members in c.groups:
+            node = c.nodes[int(members[0])].node
+            if self.prefilter is not None:
+                fewest = self.prefilter.min_numa_nodes(node, pod)
+            else:
+                fewest = 1 if _gets_numa_bound_resources(node.machine, pod) else 0
+            out[members] = float(scorers.least_numa_nodes(fewest, c.max_numa)) * self.profile.numa_weight
         self._bounds[shape] = out
         return out
 
