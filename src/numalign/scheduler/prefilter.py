@@ -73,6 +73,8 @@ class NumaPrefilter:
             self._machines[id(n.machine)] = n.machine
             self.refresh(i)
         self._group_idx = {k: np.array(v, dtype=np.int64) for k, v in self._groups.items()}
+        self._memo_pod: Pod | None = None
+        self._memo: dict[tuple[int, Scope], list[dict[str, int]]] = {}
         self._capacity_k: dict[tuple[int, str, int], tuple[int, int]] = {}
 
     def refresh(self, i: int) -> None:
@@ -115,6 +117,16 @@ class NumaPrefilter:
 
     def _demands(self, m: Machine, pod: Pod, scope: Scope) -> list[dict[str, int]]:
         """NUMA-bound demands: one dict per container (container scope) or one for the pod."""
+        if self._memo_pod is not pod:
+            self._memo_pod = pod
+            self._memo.clear()
+        key = (id(m), scope)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._compute_demands(m, pod, scope)
+        return hit
+
+    def _compute_demands(self, m: Machine, pod: Pod, scope: Scope) -> list[dict[str, int]]:
         kc = m.kubelet
         cpu_static = kc.cpu_manager_policy == "static"
         mem_static = kc.memory_manager_policy == "Static" and pod.qos is QOSClass.GUARANTEED

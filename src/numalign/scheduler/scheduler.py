@@ -82,6 +82,8 @@ class Scheduler:
         self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
         self._score_cols = [cluster.col[CPU], cluster.col[MEMORY]]
+        self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
+        self._alloc_f = cluster.allocatable[:, self._score_cols].astype(np.float64)
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
@@ -104,14 +106,18 @@ class Scheduler:
 
     def _node_scores(self, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         c = self.cluster
-        alloc = c.allocatable[idx]
-        after = c.requested[idx] + vec
-        fn = {
-            "least-allocated": scorers.least_allocated,
-            "most-allocated": scorers.most_allocated,
-            "balanced": scorers.balanced_allocation,
-        }[self.profile.node_score]
-        out: np.ndarray[Any, Any] = fn(alloc, after, self._score_cols) * self.profile.node_weight
+        cols = self._score_cols
+        alloc = self._alloc_f[idx]
+        after = c.requested[idx][:, cols] + vec[cols]
+        p = self.profile
+        if p.node_score == "least-allocated":
+            # mean over cpu and memory of (allocatable - requested) / allocatable x 100
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per = np.where(alloc > 0, (alloc - after) * 100.0 / alloc, 0.0)
+            out: np.ndarray[Any, Any] = np.clip(per, 0, 100).mean(axis=1) * p.node_weight
+            return out
+        fn = {"most-allocated": scorers.most_allocated, "balanced": scorers.balanced_allocation}[p.node_score]
+        out = fn(c.allocatable[idx], c.requested[idx] + vec, cols) * p.node_weight
         return out
 
     # ----------------------------------------------------------------- schedule
@@ -122,6 +128,7 @@ class Scheduler:
         vec = c.request_vector(pod)
         if vec is None:
             return None, "no node has a requested resource", 0
+        self._last_vec = vec
         idx = np.flatnonzero(c.fits(vec))
         if idx.size == 0:
             return None, "Insufficient resources (NodeResourcesFit)", 0
@@ -211,6 +218,7 @@ class Scheduler:
         placement, why, checks = self.select(pod)
         if placement is None:
             return Outcome(pod, None, False, why, checked=checks)
+        vec = self._last_vec
         cn = self.cluster.nodes[placement.node]
         planned = self._planned.pop(placement.node, None)
         self._planned.clear()
@@ -227,8 +235,6 @@ class Scheduler:
             result = planned[2].result
         else:
             result = cn.node.admit(pod)
-        vec = self.cluster.request_vector(pod)
-        assert vec is not None
         if not result.admitted:
             # kubelet rejected after binding: the pod fails; nothing stays allocated
             return Outcome(pod, placement, False, result.reason, result, checks)
