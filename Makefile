@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/numalign demo
+	$(BIN)/numalign simulate --out out/demo
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
