@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from numalign.node.admission import Node
+from numalign.resources.memory import hugepage_resource_name
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -45,7 +46,7 @@ def numa_amounts(node: Node) -> dict[int, ZoneAmounts]:
         z = out[n.id]
         resources = {MEMORY: n.memory}
         for size, total in n.hugepages.items():
-            resources[_hugepages(size)] = total
+            resources[hugepage_resource_name(size)] = total
         for res, total in resources.items():
             z.capacity[res] = total
             table = mem[n.id].table(res) if n.id in mem else None
@@ -75,10 +76,3 @@ def numa_amounts(node: Node) -> dict[int, ZoneAmounts]:
             if (d.resource, d.id) not in taken:
                 z.available[d.resource] += 1
     return out
-
-
-def _hugepages(size: int) -> str:
-    for unit, div in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if size % div == 0:
-            return f"hugepages-{size // div}{unit}"
-    return f"hugepages-{size}"

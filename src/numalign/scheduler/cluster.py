@@ -21,6 +21,7 @@ import numpy.typing as npt
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.pods import Pod, effective_pod_requests
+from numalign.resources.memory import hugepage_resource_name
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -41,7 +42,7 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
     out = {CPU: max(0, cpus - reserved_cpu), MEMORY: max(0, memory - reserved_mem)}
     for n in machine.numa_nodes:
         for size, total in n.hugepages.items():
-            name = _hugepages_name(size)
+            name = hugepage_resource_name(size)
             out[name] = out.get(name, 0) + total
     for r in kc.reserved_memory:
         for name, amount in r.limits.items():
@@ -51,13 +52,6 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
         if d.healthy:
             out[d.resource] = out.get(d.resource, 0) + 1
     return out
-
-
-def _hugepages_name(size: int) -> str:
-    for unit, div in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if size % div == 0:
-            return f"hugepages-{size // div}{unit}"
-    return f"hugepages-{size}"
 
 
 @dataclass

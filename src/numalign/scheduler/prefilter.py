@@ -36,16 +36,10 @@ from numalign.pods import (
     guaranteed_cpus,
 )
 from numalign.policies import Policy, Scope
+from numalign.resources.memory import hugepage_resource_name
 
 CPU = "cpu"
 MEMORY = "memory"
-
-
-def _hugepages(size: int) -> str:
-    for unit, div in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if size % div == 0:
-            return f"hugepages-{size // div}{unit}"
-    return f"hugepages-{size}"
 
 
 class NumaPrefilter:
@@ -54,7 +48,7 @@ class NumaPrefilter:
         resources: set[str] = {CPU, MEMORY}
         for n in self.nodes:
             for numa in n.machine.numa_nodes:
-                resources.update(_hugepages(s) for s in numa.hugepages)
+                resources.update(hugepage_resource_name(s) for s in numa.hugepages)
             resources.update(d.resource for d in n.machine.devices if d.numa)
         self.resources = sorted(resources)
         self.col = {r: i for i, r in enumerate(self.resources)}

@@ -34,6 +34,7 @@ from numalign.machine.model import Machine
 from numalign.node.accounting import numa_amounts
 from numalign.node.admission import PodResult
 from numalign.pods import Pod, QOSClass, pod_guaranteed_cpus
+from numalign.resources.memory import hugepage_resource_name
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.profiles import get_profile
 from numalign.scheduler.scheduler import Scheduler
@@ -93,15 +94,8 @@ def _numa_capacity(machine: Machine, numa: int, resource: str) -> int:
     if resource == "memory":
         return node.memory
     if resource.startswith("hugepages-"):
-        return sum(v for size, v in node.hugepages.items() if _hp(size) == resource)
+        return sum(v for size, v in node.hugepages.items() if hugepage_resource_name(size) == resource)
     return sum(1 for d in machine.devices if d.resource == resource and d.numa[:1] == (numa,))
-
-
-def _hp(size: int) -> str:
-    for unit, div in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if size % div == 0:
-            return f"hugepages-{size // div}{unit}"
-    return f"hugepages-{size}"
 
 
 def _placement(machine: Machine, pod: Pod, result: PodResult) -> tuple[list[ContainerPlacement], int]:
