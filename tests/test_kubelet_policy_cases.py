@@ -178,7 +178,6 @@ MAX_OF_MIN = [
 def test_max_of_min_affinity_counts(lists: list[list[TopologyHint]], expected: int) -> None:
     oracle = max((c for c in (_narrowest_count(h) for h in lists) if c is not None), default=0)
     assert oracle == expected
-    default = mask_of(range(4))
     engine = [_View(h).narrowest_count() for h in lists]
     assert max((c for c in engine if c is not None), default=0) == expected
 
