@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,10 +138,10 @@ class Scheduler:
             if idx.size == 0:
                 return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
         scores = self._node_scores(idx, vec)
-        order = np.lexsort((idx, -scores))
+        order = _best_first(idx, scores)
         p = self.profile
         if p.filter is None:
-            j = int(order[0])
+            j = next(order)
             return Placement(int(idx[j]), c.nodes[int(idx[j])].name, 0, float(scores[j])), None, 0
         shape = pod_shape(pod)
         checks = 0
@@ -261,3 +262,21 @@ def _gets_numa_bound_resources(machine: Machine, pod: Pod) -> bool:
         return True
     limits = effective_pod_limits(pod)
     return any(d.numa and limits.get(d.resource, 0) > 0 for d in machine.devices)
+
+
+def _best_first(idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], head: int = 32) -> Iterator[int]:
+    """Positions of ``idx`` by score, best first, ties by node index - lazily.
+
+    The walk usually stops after a few nodes, so only the nodes scoring at least the
+    ``head``-th best score are sorted first (an exact prefix of the full order); the rest is
+    sorted only if the walk gets there.
+    """
+    n = scores.size
+    if n <= 2 * head:
+        yield from (int(j) for j in np.lexsort((idx, -scores)))
+        return
+    kth = np.partition(scores, n - head)[n - head]
+    top = np.flatnonzero(scores >= kth)
+    yield from (int(j) for j in top[np.lexsort((idx[top], -scores[top]))])
+    rest = np.flatnonzero(scores < kth)
+    yield from (int(j) for j in rest[np.lexsort((idx[rest], -scores[rest]))])
