@@ -80,6 +80,8 @@ class Cluster:
             for r, v in a.items():
                 self.allocatable[i, self.col[r]] = v
         self.requested: npt.NDArray[np.int64] = np.zeros(shape, dtype=np.int64)
+        #: allocatable - requested, kept up to date by bind/unbind
+        self.free: npt.NDArray[np.int64] = self.allocatable.copy()
         self.version: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
         by_machine: dict[int, list[int]] = {}
         for i, n in enumerate(self.nodes):
@@ -106,7 +108,7 @@ class Cluster:
 
     def fits(self, vec: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """kube-scheduler NodeResourcesFit over every node at once."""
-        free = self.allocatable - self.requested
+        free = self.free
         need = vec > 0
         if not need.any():
             return np.ones(len(self.nodes), dtype=np.bool_)
@@ -116,6 +118,7 @@ class Cluster:
     def bind(self, i: int, pod: Pod, vec: npt.NDArray[np.int64]) -> None:
         self.nodes[i].pods[pod.uid] = pod
         self.requested[i] += vec
+        self.free[i] -= vec
         self.version[i] += 1
 
     def unbind(self, i: int, pod: Pod) -> None:
@@ -125,6 +128,7 @@ class Cluster:
         vec = self.request_vector(pod)
         if vec is not None:
             self.requested[i] -= vec
+            self.free[i] += vec
         cn.node.release(pod.uid)
         self.version[i] += 1
 

@@ -84,7 +84,9 @@ class Scheduler:
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
         self._score_cols = [cluster.col[CPU], cluster.col[MEMORY]]
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
-        self._alloc_f = cluster.allocatable[:, self._score_cols].astype(np.float64)
+        alloc_f = cluster.allocatable[:, self._score_cols].astype(np.float64)
+        #: 100 / allocatable (0 where nothing is allocatable: such a column scores 0)
+        self._inv_alloc = np.divide(100.0, alloc_f, out=np.zeros_like(alloc_f), where=alloc_f > 0)
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
@@ -108,14 +110,12 @@ class Scheduler:
     def _node_scores(self, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         c = self.cluster
         cols = self._score_cols
-        alloc = self._alloc_f[idx]
-        after = c.requested[idx][:, cols] + vec[cols]
         p = self.profile
         if p.node_score == "least-allocated":
             # mean over cpu and memory of (allocatable - requested) / allocatable x 100
-            with np.errstate(divide="ignore", invalid="ignore"):
-                per = np.where(alloc > 0, (alloc - after) * 100.0 / alloc, 0.0)
-            out: np.ndarray[Any, Any] = np.clip(per, 0, 100).mean(axis=1) * p.node_weight
+            free_after = c.free[idx][:, cols] - vec[cols]
+            per = np.clip(free_after * self._inv_alloc[idx], 0.0, 100.0)
+            out: np.ndarray[Any, Any] = (per[:, 0] + per[:, 1]) * (0.5 * p.node_weight)
             return out
         fn = {"most-allocated": scorers.most_allocated, "balanced": scorers.balanced_allocation}[p.node_score]
         out = fn(c.allocatable[idx], c.requested[idx] + vec, cols) * p.node_weight
