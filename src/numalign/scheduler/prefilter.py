@@ -56,9 +56,10 @@ class NumaPrefilter:
         self.free: npt.NDArray[np.int64] = np.zeros(
             (len(self.nodes), self.slots, len(self.resources)), dtype=np.int64
         )
-        # top-k sums of free amounts, k = 1..slots: topk[node, resource, k-1]
+        # top-k sums of free amounts, k = 1..slots: topk[resource, k-1, node]
+        # (node last, so one resource and k is a contiguous row to index by node)
         self.topk: npt.NDArray[np.int64] = np.zeros(
-            (len(self.nodes), len(self.resources), self.slots), dtype=np.int64
+            (len(self.resources), self.slots, len(self.nodes)), dtype=np.int64
         )
         self._groups: dict[int, list[int]] = {}
         self._machines: dict[int, Machine] = {}
@@ -105,7 +106,7 @@ class NumaPrefilter:
                         row[s, self.col[d.resource]] += 1
         self.free[i] = row
         ordered = -np.sort(-row, axis=0)  # per resource, largest first
-        self.topk[i] = np.cumsum(ordered, axis=0).T
+        self.topk[:, :, i] = np.cumsum(ordered, axis=0).T
 
     # ----------------------------------------------------------------- demands
 
@@ -235,7 +236,7 @@ class NumaPrefilter:
                         k = 1
                     else:
                         k = min(high, self.slots)
-                    ok &= self.topk[nodes, col, k - 1] >= amount
+                    ok &= self.topk[col, k - 1][nodes] >= amount
                 # exact preferred sizes that differ: no merged hint can be preferred
                 if (
                     policy is Policy.RESTRICTED

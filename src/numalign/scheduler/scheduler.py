@@ -86,7 +86,8 @@ class Scheduler:
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
         alloc_f = cluster.allocatable[:, self._score_cols].astype(np.float64)
         #: 100 / allocatable (0 where nothing is allocatable: such a column scores 0)
-        self._inv_alloc = np.divide(100.0, alloc_f, out=np.zeros_like(alloc_f), where=alloc_f > 0)
+        inv = np.divide(100.0, alloc_f, out=np.zeros_like(alloc_f), where=alloc_f > 0)
+        self._inv_alloc = [np.ascontiguousarray(inv[:, 0]), np.ascontiguousarray(inv[:, 1])]
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
@@ -113,9 +114,9 @@ class Scheduler:
         p = self.profile
         if p.node_score == "least-allocated":
             # mean over cpu and memory of (allocatable - requested) / allocatable x 100
-            free_after = c.free[idx][:, cols] - vec[cols]
-            per = np.clip(free_after * self._inv_alloc[idx], 0.0, 100.0)
-            out: np.ndarray[Any, Any] = (per[:, 0] + per[:, 1]) * (0.5 * p.node_weight)
+            cpu = np.clip((c.free[idx, cols[0]] - vec[cols[0]]) * self._inv_alloc[0][idx], 0.0, 100.0)
+            mem = np.clip((c.free[idx, cols[1]] - vec[cols[1]]) * self._inv_alloc[1][idx], 0.0, 100.0)
+            out: np.ndarray[Any, Any] = (cpu + mem) * (0.5 * p.node_weight)
             return out
         fn = {"most-allocated": scorers.most_allocated, "balanced": scorers.balanced_allocation}[p.node_score]
         out = fn(c.allocatable[idx], c.requested[idx] + vec, cols) * p.node_weight
