@@ -48,7 +48,6 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -56,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from numalign.errors import InputError, NumalignError, StateError
+from numalign.node import store
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
@@ -340,17 +340,7 @@ def read_runs(state_dir: Path) -> dict[str, dict[str, Any]]:
 def write_runs(state_dir: Path, runs: Mapping[str, Mapping[str, Any]]) -> None:
     """Atomic replace of ``runs.json`` (temp file, fsync, rename); call under the lock."""
     data = json.dumps({"format": RUNS_FORMAT, "version": 1, "runs": runs}, sort_keys=True, indent=1)
-    fd, tmp = tempfile.mkstemp(prefix=".runs.", suffix=".tmp", dir=state_dir)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, state_dir / RUNS_FILE)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    store.write_atomic(state_dir / RUNS_FILE, data.encode())
 
 
 def run_is_live(key: str, entry: Mapping[str, Any] | None, boot: str) -> bool:

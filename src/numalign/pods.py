@@ -84,6 +84,19 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def shape(self) -> tuple[object, ...]:
+        """What a node's decision depends on: everything but names and uid (a cache key)."""
+        return (
+            self.qos,
+            self.topology_policy,
+            tuple(sorted(self.annotations.items())),
+            tuple(
+                (c.kind, tuple(sorted(c.requests.items())), tuple(sorted(c.limits.items())))
+                for c in self.containers
+            ),
+        )
+
+    @property
     def init_containers(self) -> tuple[Container, ...]:
         return tuple(c for c in self.containers if c.is_init)
 

@@ -56,16 +56,8 @@ UNKNOWN_NODE = "node has no NodeResourceTopology known to the numalign extender"
 
 
 def pod_shape(pod: Pod) -> Any:
-    """What a node's decision depends on, apart from the node (names and uid do not)."""
-    return (
-        pod.qos,
-        pod.topology_policy,
-        tuple(sorted(pod.annotations.items())),
-        tuple(
-            (c.kind, tuple(sorted(c.requests.items())), tuple(sorted(c.limits.items())))
-            for c in pod.containers
-        ),
-    )
+    """What a filter decision depends on (see :attr:`numalign.pods.Pod.shape`)."""
+    return pod.shape
 
 
 @dataclass

@@ -108,20 +108,27 @@ def save(state_dir: Path, machine: str, payload: dict[str, Any]) -> None:
         "checksum": checksum(payload),
         "payload": payload,
     }
-    data = json.dumps(doc, sort_keys=True, indent=1).encode()
     state_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".state.", suffix=".tmp", dir=state_dir)
+    write_atomic(state_dir / STATE_FILE, json.dumps(doc, sort_keys=True, indent=1).encode())
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically: temp file beside it, fsync, rename, fsync dir.
+
+    Temp files are named ``.<name>.*.tmp``; one left by a killed writer is never read.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, state_dir / STATE_FILE)
+        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    dfd = os.open(state_dir, os.O_RDONLY)
+    dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)
     finally:

@@ -44,16 +44,8 @@ def num_feasible_nodes_to_find(n: int) -> int:
 
 
 def pod_shape(pod: Pod) -> Any:
-    """What a filter decision depends on (names and uid do not matter)."""
-    return (
-        pod.qos,
-        pod.topology_policy,
-        tuple(sorted(pod.annotations.items())),
-        tuple(
-            (c.kind, tuple(sorted(c.requests.items())), tuple(sorted(c.limits.items())))
-            for c in pod.containers
-        ),
-    )
+    """What a filter decision depends on (see :attr:`numalign.pods.Pod.shape`)."""
+    return pod.shape
 
 
 @dataclass(frozen=True)
