@@ -38,9 +38,8 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
 
-import yaml
-
 from numalign.errors import InputError
+from numalign.yamlfiles import read_yaml_documents
 
 
 class QOSClass(StrEnum):
@@ -529,22 +528,5 @@ def read_pod_files(paths: Iterable[str]) -> list[Pod]:
     """
     pods: list[Pod] = []
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                docs = list(yaml.safe_load_all(fh))
-        except OSError as e:
-            raise InputError(f"cannot read: {e.strerror or e}", path) from None
-        except UnicodeDecodeError as e:
-            raise InputError(f"not UTF-8 text: {e.reason}", path) from None
-        except yaml.YAMLError as e:
-            raise InputError(f"invalid YAML: {_yaml_problem(e)}", path) from None
-        pods.extend(parse_pods(docs, path))
+        pods.extend(parse_pods(read_yaml_documents(path), path))
     return pods
-
-
-def _yaml_problem(e: Exception) -> str:
-    """A one-line description of a PyYAML error, with its line and column."""
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    mark = getattr(e, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return " ".join(f"{problem}{where}".split())

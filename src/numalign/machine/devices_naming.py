@@ -49,6 +49,7 @@ from typing import Any
 
 from numalign.errors import InputError
 from numalign.machine.model import Device
+from numalign.yamlfiles import read_yaml
 
 #: Short vendor names used in resource-name templates.
 VENDOR_NAMES: Mapping[int, str] = {
@@ -282,15 +283,5 @@ def load_rules(path: str | Path | None) -> DeviceRules:
     """Read a YAML rules file; ``None`` gives the built-in rules."""
     if path is None:
         return DeviceRules()
-    import yaml
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError(e.strerror or str(e), str(path)) from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        first = str(e).splitlines()[0] if str(e) else "malformed YAML"
-        raise InputError(f"malformed YAML: {first}", str(path)) from None
+    doc = read_yaml(str(path), invalid="malformed YAML")
     return parse_rules(doc, str(path))

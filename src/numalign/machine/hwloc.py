@@ -30,10 +30,11 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from numalign.cpulist import format_cpulist
 from numalign.errors import InputError
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode
-from numalign.machine.sysfs import Discovery, format_cpulist
+from numalign.machine.sysfs import Discovery, parse_cpumask
 
 _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc", "MemCache"})
 _PLAIN_SUBTYPES = frozenset({"", "DRAM"})
@@ -87,17 +88,7 @@ def parse_hwloc_bitmap(text: str) -> frozenset[int]:
     words = text.split(",")
     if words[0] == "0xf...f":
         words = words[1:]
-    value = 0
-    for w in words:
-        value = (value << 32) | int(w.removeprefix("0x") or "0", 16)
-    out = set()
-    bit = 0
-    while value:
-        if value & 1:
-            out.add(bit)
-        value >>= 1
-        bit += 1
-    return frozenset(out)
+    return parse_cpumask(",".join(words))
 
 
 def _object_type(el: ET.Element, version: int) -> str:

@@ -39,6 +39,7 @@ from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode
 from numalign.pods import parse_quantity, quantity_int
+from numalign.yamlfiles import read_yaml_documents
 
 API_VERSION = "topology.node.k8s.io/v1alpha2"
 KIND = "NodeResourceTopology"
@@ -377,18 +378,7 @@ def nrt_to_machine(obj: object) -> Machine:
 
 def load_nrt(path: str) -> Machine:
     """Read a NodeResourceTopology YAML or JSON file (the first document)."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise InputError(e.strerror or str(e), path) from None
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        first = str(e).splitlines()[0] if str(e) else "malformed YAML"
-        raise InputError(f"malformed YAML: {first}", path) from None
+    docs = [d for d in read_yaml_documents(path, invalid="malformed YAML") if d is not None]
     if not docs:
         raise InputError("empty document", path)
     doc = docs[0]

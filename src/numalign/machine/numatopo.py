@@ -14,6 +14,7 @@ from typing import Any
 from numalign.errors import InputError
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
 from numalign.pods import cpu_millis, parse_quantity
+from numalign.yamlfiles import read_yaml
 
 API_GROUP = "nodeinfo.volcano.sh/"
 KIND = "Numatopology"
@@ -103,16 +104,7 @@ def numatopo_to_machine(obj: object) -> Machine:
 
 def load_numatopo(path: str) -> Machine:
     """Read a Numatopology YAML or JSON file."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc: Any = yaml.safe_load(f)
-    except OSError as e:
-        raise InputError(e.strerror or str(e), path) from None
-    except yaml.YAMLError as e:
-        first = str(e).splitlines()[0] if str(e) else "malformed YAML"
-        raise InputError(f"malformed YAML: {first}", path) from None
+    doc: Any = read_yaml(path, invalid="malformed YAML")
     try:
         return numatopo_to_machine(doc)
     except InputError as e:

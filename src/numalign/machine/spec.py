@@ -84,6 +84,7 @@ from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
 from numalign.pods import _one_line, cpu_millis, parse_quantity, quantity_int
+from numalign.yamlfiles import read_yaml
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 
@@ -645,27 +646,10 @@ def load_machine(data: object, source: str = "machine") -> Machine:
 
 def read_machine_file(path: str) -> Machine:
     """Read a machine spec file (YAML or JSON, which is YAML) and load it."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise InputError(f"cannot read: {e.strerror or e}", path) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text: {e.reason}", path) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise InputError(f"invalid YAML: {_yaml_problem(e)}", path) from None
+    data = read_yaml(path)
     if data is None:
         raise InputError("empty machine spec", path)
     return load_machine(data, path)
-
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    problem = getattr(e, "problem", None) or (str(e).splitlines() or ["syntax error"])[0]
-    mark = getattr(e, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return " ".join(f"{problem}{where}".split())
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from numalign.cpulist import format_cpulist
 from numalign.errors import InputError
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode
@@ -111,20 +112,6 @@ def parse_cpumask(text: str) -> frozenset[int]:
         value >>= 1
         bit += 1
     return frozenset(out)
-
-
-def format_cpulist(ids: Iterable[int]) -> str:
-    """Format ids as a Linux list: ``0-3,8,10-11``."""
-    s = sorted(set(ids))
-    parts: list[str] = []
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
-            j += 1
-        parts.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
-        i = j + 1
-    return ",".join(parts)
 
 
 # --------------------------------------------------------------------------- capture handling

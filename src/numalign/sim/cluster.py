@@ -33,38 +33,16 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from numalign.errors import InputError
 from numalign.machine.model import Machine
 from numalign.machine.spec import load_machine
+from numalign.yamlfiles import read_yaml
 
 NodeList = list[tuple[str, Machine]]
 
 _TOP_KEYS = ("nodes", "name", "description")
 _ENTRY_KEYS = ("machine", "count", "namePrefix", "kubelet")
 _MAX_NODES = 100_000
-
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    problem = getattr(e, "problem", None) or (str(e).splitlines() or ["syntax error"])[0]
-    mark = getattr(e, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return " ".join(f"{problem}{where}".split())
-
-
-def _read_yaml(path: str, what: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise InputError(f"cannot read {what}: {e.strerror or e}", path) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text: {e.reason}", path) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise InputError(f"invalid YAML: {_yaml_problem(e)}", path) from None
 
 
 def _merge_kubelet(doc: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,7 +103,7 @@ def load_cluster(
             )
         if isinstance(raw, str):
             path = raw if os.path.isabs(raw) else os.path.join(base, raw)
-            doc = _read_yaml(path, "machine spec")
+            doc = read_yaml(path, "machine spec")
             if doc is None:
                 raise err(f"empty machine spec {raw!r}", f"{at}.machine")
             msource = f"{source}: {at}.machine ({raw})"
@@ -165,7 +143,7 @@ def load_cluster(
 def read_cluster_file(path: str | os.PathLike[str]) -> NodeList:
     """Read a cluster template file; machine paths are relative to the template's directory."""
     name = os.fspath(path)
-    data = _read_yaml(name, "cluster template")
+    data = read_yaml(name, "cluster template")
     if data is None:
         raise InputError("empty cluster template", name)
     return load_cluster(data, name, os.path.dirname(os.path.abspath(name)))
