@@ -183,7 +183,7 @@ class NumaPrefilter:
             else:
                 low_caps.append(sum(1 for d in m.devices if d.resource == res and numa.id in d.numa))
                 high_caps.append(sum(1 for d in m.devices if d.resource == res and d.numa == (numa.id,)))
-        out = (_fewest(low_caps, demand), _fewest(high_caps, demand))
+        out = (fewest_nodes(low_caps, demand), fewest_nodes(high_caps, demand))
         self._capacity_k[key] = out
         return out
 
@@ -249,7 +249,7 @@ class NumaPrefilter:
         return keep_all[candidates]
 
 
-def _fewest(caps: list[int], demand: int) -> int:
+def fewest_nodes(caps: list[int], demand: int) -> int:
     """The fewest of ``caps`` (largest first) that add up to ``demand`` (all, if none do)."""
     total = 0
     ordered = sorted(caps, reverse=True)

@@ -23,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from numalign.machine.model import Machine
 from numalign.node.admission import PodResult
-from numalign.pods import Pod, QOSClass, effective_pod_limits, pod_guaranteed_cpus
+from numalign.pods import Pod
 from numalign.scheduler import scorers
 from numalign.scheduler.cluster import CPU, MEMORY, Cluster
 from numalign.scheduler.filters import FilterResult
@@ -83,6 +82,12 @@ class Scheduler:
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
+        # the per-node NUMA demand model behind the LeastNUMANodes bounds (the prefilter's)
+        self._demand_model = self.prefilter or (
+            NumaPrefilter([n.node for n in cluster.nodes])
+            if profile.numa_score == "least-numa-nodes"
+            else None
+        )
         #: node -> (version, pod uid, exact filter result) of the last plan made this cycle
         self._planned: dict[int, tuple[int, str, FilterResult]] = {}
 
@@ -195,14 +200,12 @@ class Scheduler:
         hit = self._bounds.get(shape)
         if hit is not None:
             return hit
+        assert self._demand_model is not None
         c = self.cluster
         out = np.empty(len(c.nodes), dtype=np.float64)
         for members in c.groups:
             node = c.nodes[int(members[0])].node
-            if self.prefilter is not None:
-                fewest = self.prefilter.min_numa_nodes(node, pod)
-            else:
-                fewest = 1 if _gets_numa_bound_resources(node.machine, pod) else 0
+            fewest = self._demand_model.min_numa_nodes(node, pod)
             out[members] = float(scorers.least_numa_nodes(fewest, c.max_numa)) * self.profile.numa_weight
         self._bounds[shape] = out
         return out
@@ -243,18 +246,6 @@ class Scheduler:
             self.prefilter.refresh(node)
 
 
-def _gets_numa_bound_resources(machine: Machine, pod: Pod) -> bool:
-    kc = machine.kubelet
-    if kc.cpu_manager_policy == "static" and pod_guaranteed_cpus(pod) > 0:
-        return True
-    if (
-        kc.memory_manager_policy == "Static"
-        and pod.qos is QOSClass.GUARANTEED
-        and any(r == "memory" or r.startswith("hugepages-") for c in pod.containers for r in c.requests)
-    ):
-        return True
-    limits = effective_pod_limits(pod)
-    return any(d.numa and limits.get(d.resource, 0) > 0 for d in machine.devices)
 
 
 def _best_first(idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], head: int = 32) -> Iterator[int]:

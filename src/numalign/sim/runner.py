@@ -36,6 +36,7 @@ from numalign.node.admission import PodResult
 from numalign.pods import Pod, QOSClass, pod_guaranteed_cpus
 from numalign.resources.memory import hugepage_resource_name
 from numalign.scheduler.cluster import Cluster
+from numalign.scheduler.prefilter import fewest_nodes
 from numalign.scheduler.profiles import get_profile
 from numalign.scheduler.scheduler import Scheduler
 from numalign.sim.metrics import ContainerPlacement, MetricsRecorder
@@ -74,17 +75,10 @@ def minimal_numa_nodes(machine: Machine, pod: Pod) -> int:
             need[r] = v
     if not need:
         return 0
-    best = 1
-    for r, amount in need.items():
-        caps = sorted((_numa_capacity(machine, n, r) for n in machine.node_ids), reverse=True)
-        total, k = 0, 0
-        for c in caps:
-            total += c
-            k += 1
-            if total >= amount:
-                break
-        best = max(best, k)
-    return best
+    return max(
+        fewest_nodes([_numa_capacity(machine, n, r) for n in machine.node_ids], amount)
+        for r, amount in need.items()
+    )
 
 
 def _numa_capacity(machine: Machine, numa: int, resource: str) -> int:
