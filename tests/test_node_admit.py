@@ -234,3 +234,21 @@ def test_release_then_readmit_gives_same_result() -> None:
     node.release(pod.key)
     second = node.admit(pod)
     assert first.containers[0].cpus == second.containers[0].cpus
+
+
+def test_admit_starts_from_the_kubelets_checkpoints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real node's cpu_manager_state: CPUs it assigned are not handed out again."""
+    kdir = tmp_path / "kubelet"
+    kdir.mkdir()
+    (kdir / "cpu_manager_state").write_text(json.dumps(
+        {"policyName": "static", "defaultCpuSet": "2-7", "entries": {"uid-x": {"c": "0-1"}}, "checksum": 1}))
+    code, out, _ = run_cli(capsys, "admit", "-m", str(EXAMPLES / "fig1.yaml"), "--kubelet-state", str(kdir),
+                           str(EXAMPLES / "fig1-pods.yaml"))
+    assert code == 0
+    c0, c1 = json.loads(out)["pods"][0]["containers"]
+    assert (c0["cpus"], c1["cpus"]) == ("2-3", "4-5")
+    (kdir / "cpu_manager_state").write_text(json.dumps(
+        {"policyName": "static", "defaultCpuSet": "1-7", "entries": {"uid-x": {"c": "0-1"}}}))
+    code, _, err = run_cli(capsys, "admit", "-m", str(EXAMPLES / "fig1.yaml"), "--kubelet-state", str(kdir),
+                           str(EXAMPLES / "fig1-pods.yaml"))
+    assert code == 2 and "overlaps with default cpuset" in err and err.count("\n") == 1

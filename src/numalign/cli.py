@@ -79,15 +79,7 @@ def _cmd_admit(args: argparse.Namespace) -> int:
 
     machine = read_machine_file(args.machine) if args.machine else None
     pods = read_pod_files(args.pods)
-    with node_session(_state_dir(args), machine) as node:
-        if args.kubelet_state:
-            from pathlib import Path
-
-            from numalign.node.kubelet_import import import_kubelet_state
-
-            if node.state.pods:
-                raise InputError("the state directory already holds allocations", "--kubelet-state")
-            node.state = import_kubelet_state(node.machine, Path(args.kubelet_state))
+    with node_session(_state_dir(args), machine, kubelet_state=args.kubelet_state) as node:
         results = [node.admit(pod, explain=args.explain) for pod in pods]
     if args.output == "table":
         print(results_table(results))

@@ -20,16 +20,24 @@ from numalign.node.admission import Node, machine_fingerprint
 
 @contextlib.contextmanager
 def node_session(
-    state_dir: Path | None, machine: Machine | None, *, write: bool = True
+    state_dir: Path | None,
+    machine: Machine | None,
+    *,
+    write: bool = True,
+    kubelet_state: str | None = None,
 ) -> Iterator[Node]:
     """Yield a :class:`Node`; with a state directory, persist its state on clean exit.
 
     Nothing is written when the body raises, so a failed command leaves the state untouched.
+    ``kubelet_state`` starts the node from the kubelet's checkpoints in that directory (refused
+    when the state directory already holds allocations).
     """
     if state_dir is None:
         if machine is None:
             raise InputError("a machine is required (--machine) when there is no --state-dir")
-        yield Node(machine)
+        node = Node(machine)
+        _start_from_kubelet(node, kubelet_state)
+        yield node
         return
     with store.locked(state_dir):
         expected = machine_fingerprint(machine) if machine is not None else None
@@ -41,12 +49,23 @@ def node_session(
         else:
             node = _restore(payload, machine)
         before = node.state.to_dict()
+        _start_from_kubelet(node, kubelet_state)
         yield node
         if write and node.state.to_dict() != before:
             store.save(state_dir, machine_fingerprint(node.machine), {
                 "machine": dump_machine(node.machine),
                 "node": node.state.to_dict(),
             })
+
+
+def _start_from_kubelet(node: Node, kubelet_state: str | None) -> None:
+    if kubelet_state is None:
+        return
+    from numalign.node.kubelet_import import import_kubelet_state
+
+    if node.state.pods:
+        raise InputError("the state directory already holds allocations", "--kubelet-state")
+    node.state = import_kubelet_state(node.machine, Path(kubelet_state))
 
 
 def _restore(payload: dict[str, Any], machine: Machine | None) -> Node:
