@@ -23,7 +23,7 @@ from numalign.machine.model import Machine
 from numalign.machine.nrt import nrt_to_machine
 from numalign.machine.spec import read_machine_file
 from numalign.machine.sysfs import load_sysfs
-from numalign.node.accounting import numa_amounts
+from numalign.node.usage import numa_amounts
 from numalign.node.admission import Node
 from numalign.node.session import node_session
 from numalign.pods import parse_pods, read_pod_files

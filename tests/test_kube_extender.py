@@ -478,7 +478,7 @@ zones:
 def test_nrt_from_another_producer() -> None:
     """The spec's RTE-style example: no numalign attributes; policies are inferred (static
     CPU manager: node-0 has 2 reserved CPUs) and the published availability is honoured."""
-    from numalign.node.accounting import numa_amounts
+    from numalign.node.usage import numa_amounts
 
     core = ExtenderCore(log=io.StringIO())
     core.set_nodes({"worker-gpu-01": yaml.safe_load(FOREIGN_NRT)})

@@ -7,17 +7,22 @@ consumers ignore and that let the extender rebuild the node's engine exactly:
 
 * node: ``numalign.io/cpuManagerPolicy``, ``numalign.io/cpuManagerPolicyOptions``
   (``k=v,k=v``), ``numalign.io/reservedSystemCPUs`` (cpulist), ``numalign.io/memoryManagerPolicy``;
-* zone: ``numalign.io/assignedCpus`` (the zone's exclusively assigned CPUs, cpulist).
+* zone: ``numalign.io/assignedCpus`` (the zone's exclusively assigned CPUs, cpulist),
+  ``numalign.io/memoryNumaGroup`` (cpulist) and ``numalign.io/memoryAssignments`` (count): the
+  memory manager's NUMA group of the zone (its ``cells``) while it holds assignments.
 
 The extender (:func:`engine_from_nrt`) reads any NRT (numalign's or another producer's):
 the machine comes from :func:`numalign.machine.nrt.nrt_to_machine`; the kubelet policies from
 the ``numalign.io`` attributes, or, without them, are inferred (static CPU manager when some
 zone's ``cpu`` allocatable is below capacity, the lowest CPU ids of such a zone being the
 reserved ones; memory manager ``None``). The published availability is then applied to a
-fresh node state as one synthetic occupant (uid :data:`NRT_USAGE_UID`): the assigned CPUs
-(exact with ``numalign.io/assignedCpus``, else the zone's highest free CPU ids), memory and
-hugepages ``free`` lowered to ``available``, and ``allocatable - available`` devices of each
-zone taken. Devices counted in ``capacity`` but not in ``allocatable`` are unhealthy.
+fresh node state through the managers (:func:`numalign.node.usage.apply_observed`) as one
+synthetic occupant (uid :data:`NRT_USAGE_UID`): the assigned CPUs (exact with
+``numalign.io/assignedCpus``, else the zone's highest free CPU ids), memory and hugepages
+``free`` lowered to ``available`` with the memory manager's NUMA groups (exact with the
+``numalign.io/memory*`` attributes; else each zone with memory in use is a single-node
+assignment, so it joins no new multi-NUMA group), and ``allocatable - available`` devices of
+each zone taken. Devices counted in ``capacity`` but not in ``allocatable`` are unhealthy.
 """
 
 from __future__ import annotations
@@ -31,22 +36,28 @@ from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.model import Device, ReservedMemory
 from numalign.machine.nrt import machine_to_nrt, nrt_to_machine
-from numalign.node.accounting import numa_amounts
-from numalign.node.admission import Node, NodeState
+from numalign.node.admission import Node
+from numalign.node.usage import ObservedUsage, apply_observed, numa_amounts
 from numalign.pods import parse_quantity, quantity_int
+from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
+from numalign.resources.memory import is_memory_resource
 
 ATTR_CPU_POLICY = "numalign.io/cpuManagerPolicy"
 ATTR_CPU_OPTIONS = "numalign.io/cpuManagerPolicyOptions"
 ATTR_RESERVED_CPUS = "numalign.io/reservedSystemCPUs"
 ATTR_MEMORY_POLICY = "numalign.io/memoryManagerPolicy"
 ATTR_ASSIGNED_CPUS = "numalign.io/assignedCpus"
+#: zone: the NUMA group (cpulist of NUMA ids) the zone's memory assignments span, and how many
+#: assignments the memory manager counts there (its ``cells`` / ``numberOfAssignments``)
+ATTR_MEMORY_GROUP = "numalign.io/memoryNumaGroup"
+ATTR_MEMORY_ASSIGNMENTS = "numalign.io/memoryAssignments"
 ATTR_FINGERPRINT = "nodeTopologyPodsFingerprint"
 ATTR_FINGERPRINT_METHOD = "nodeTopologyPodsFingerprintMethod"
 ANNOTATION_FINGERPRINT = "topology.node.k8s.io/fingerprint"
 #: numalign's own fingerprint format (NOT the podfingerprint library's ``pfp0v001...``)
 FINGERPRINT_METHOD = "numalign-sha256"
 FINGERPRINT_PREFIX = "nfp0v001"
-NRT_USAGE_UID = "numalign.io/nrt-usage"
+NRT_USAGE_UID = "numalign.io/nrt-usage"  # the synthetic occupant of published usage
 
 _BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
 
@@ -119,16 +130,22 @@ def build_nrt(node: Node, pod_keys: Iterable[str] | None = None, name: str | Non
             zone.setdefault("attributes", []).append(
                 {"name": ATTR_ASSIGNED_CPUS, "value": format_cpulist(mine)}
             )
+        cells, count = node.state.memory.group(nid)
+        if count:
+            zone.setdefault("attributes", []).extend([
+                {"name": ATTR_MEMORY_GROUP, "value": format_cpulist(cells)},
+                {"name": ATTR_MEMORY_ASSIGNMENTS, "value": str(count)},
+            ])
     k = machine.kubelet
     keys = list(pod_keys) if pod_keys is not None else [
-        str(p.get("key", uid)) for uid, p in node.state.pods.items()
+        p.key for p in node.state.pods.values()
     ]
     fp = pods_fingerprint(keys)
     attrs: list[dict[str, str]] = doc["attributes"]
     attrs.append({"name": ATTR_CPU_POLICY, "value": k.cpu_manager_policy})
     if k.cpu_manager_policy_options:
         attrs.append({"name": ATTR_CPU_OPTIONS, "value": _options_text(k.cpu_manager_policy_options)})
-    if node.state.cpu.policy_name != "none" and node.reserved_cpus:
+    if k.cpu_manager_policy == CPU_STATIC and node.reserved_cpus:
         attrs.append({"name": ATTR_RESERVED_CPUS, "value": format_cpulist(node.reserved_cpus)})
     attrs.append({"name": ATTR_MEMORY_POLICY, "value": k.memory_manager_policy})
     attrs.append({"name": ATTR_FINGERPRINT, "value": fp})
@@ -235,68 +252,42 @@ def engine_from_nrt(obj: object) -> Node:
     )
     machine = replace(machine, devices=tuple(devices), kubelet=kubelet)
     node = Node(machine)
-    node.state = _apply_usage(node, amounts, zone_attrs)
+    node.state = apply_observed(node, _observed(amounts, zone_attrs), NRT_USAGE_UID)
     return node
 
 
-def _apply_usage(
-    node: Node,
+def _observed(
     amounts: Mapping[int, Mapping[str, Mapping[str, int]]],
     zone_attrs: Mapping[int, Mapping[str, str]],
-) -> NodeState:
-    machine = node.machine
-    state = node.state.copy()
-    used_any = False
-    # CPUs
-    if state.cpu.policy_name != "none":
-        per_zone: dict[str, frozenset[int]] = {}
-        for nid, per in sorted(amounts.items()):
-            zone_cpus = machine.cpus_by_numa.get(nid, frozenset())
-            if ATTR_ASSIGNED_CPUS in zone_attrs.get(nid, {}):
-                text = zone_attrs[nid][ATTR_ASSIGNED_CPUS]
-                taken = parse_cpulist(text, f"node-{nid}.attributes.{ATTR_ASSIGNED_CPUS}")
-                if not taken <= zone_cpus:
-                    raise InputError(f"{ATTR_ASSIGNED_CPUS} lists CPUs outside the zone", f"node-{nid}")
-            else:
-                cpu = per.get("cpu")
-                count = cpu["allocatable"] - cpu["available"] if cpu else 0
-                free = sorted(zone_cpus - node.reserved_cpus, reverse=True)
-                taken = frozenset(free[:count])
-            if taken:
-                per_zone[f"node-{nid}"] = frozenset(taken)
-                state.cpu.default_set -= taken
-        if per_zone:
-            state.cpu.assignments[NRT_USAGE_UID] = per_zone
-            used_any = True
-    # memory and hugepages
-    for nid, ms in state.memory.machine_state.items():
-        for r, table in ms.memory_map.items():
-            avail = amounts.get(nid, {}).get(r)
-            if avail is None:
-                continue
-            left = min(table.free, avail["available"])
-            if left < table.free:
-                table.free = left
-                table.reserved = table.allocatable - left
-                used_any = True
-    # devices
-    taken_devs: dict[str, dict[str, list[str]]] = {}
+) -> ObservedUsage:
+    """The usage an NRT publishes: ``allocatable - available`` per zone and resource, the
+    exact assigned CPUs and memory groups where numalign's attributes give them."""
+    cpus: dict[int, frozenset[int]] = {}
+    cpu_counts: dict[int, int] = {}
+    memory: dict[int, dict[str, int]] = {}
+    groups: dict[int, tuple[tuple[int, ...], int]] = {}
+    devices: dict[int, dict[str, int]] = {}
     for nid, per in sorted(amounts.items()):
-        for r, v in sorted(per.items()):
-            if "/" not in r:
+        attrs = zone_attrs.get(nid, {})
+        where = f"node-{nid}.attributes"
+        if ATTR_ASSIGNED_CPUS in attrs:
+            cpus[nid] = parse_cpulist(attrs[ATTR_ASSIGNED_CPUS], f"{where}.{ATTR_ASSIGNED_CPUS}")
+        elif "cpu" in per:
+            cpu_counts[nid] = per["cpu"]["allocatable"] - per["cpu"]["available"]
+        if ATTR_MEMORY_GROUP in attrs:
+            cells = tuple(sorted(parse_cpulist(attrs[ATTR_MEMORY_GROUP], f"{where}.{ATTR_MEMORY_GROUP}")))
+            raw = attrs.get(ATTR_MEMORY_ASSIGNMENTS, "1")
+            if not raw.isdigit() or not 0 < int(raw) < 1 << 20:
+                raise InputError(f"expected a positive count, got {raw!r}", f"{where}.{ATTR_MEMORY_ASSIGNMENTS}")
+            if nid not in cells:
+                raise InputError(f"group {list(cells)} does not contain the zone", f"{where}.{ATTR_MEMORY_GROUP}")
+            groups[nid] = (cells, int(raw))
+        for r, v in per.items():
+            used = v["allocatable"] - v["available"]
+            if used <= 0:
                 continue
-            count = v["allocatable"] - v["available"]
-            if count <= 0:
-                continue
-            ids = [d.id for d in machine.devices
-                   if d.resource == r and d.healthy and d.numa and d.numa[0] == nid][:count]
-            taken_devs.setdefault(f"node-{nid}", {})[r] = ids
-    if taken_devs:
-        state.devices.allocated[NRT_USAGE_UID] = taken_devs
-        used_any = True
-    if used_any:
-        state.pods[NRT_USAGE_UID] = {
-            "key": NRT_USAGE_UID, "policy": machine.kubelet.topology_manager_policy,
-            "scope": machine.kubelet.topology_manager_scope, "containers": [],
-        }
-    return state
+            if is_memory_resource(r):
+                memory.setdefault(nid, {})[r] = used
+            elif "/" in r:
+                devices.setdefault(nid, {})[r] = used
+    return ObservedUsage(cpus, cpu_counts, memory, groups, devices)

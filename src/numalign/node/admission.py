@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from numalign.bitmask import ids_of
-from numalign.errors import AdmissionError, InputError, StateError
+from numalign.errors import AdmissionError, InputError
 from numalign.machine.model import Machine
+from numalign.node.state import ContainerRecord, NodeState, PodRecord
+from numalign.node.usage import container_usage
 from numalign.pod_policy import pod_policy
 from numalign.pods import Pod
 from numalign.policies import (
@@ -30,9 +31,9 @@ from numalign.policies import (
     parse_scope,
 )
 from numalign.resources.base import Provider
-from numalign.resources.cpu import CpuManager, CpuState, new_cpu_state
-from numalign.resources.devices import DeviceManager, DeviceState
-from numalign.resources.memory import MemoryManager, MemoryState, new_memory_state
+from numalign.resources.cpu import CpuManager
+from numalign.resources.devices import DeviceManager
+from numalign.resources.memory import MemoryManager
 from numalign.scopes import Decision, Rejected, admit
 
 DYNAMIC = "dynamic"  # KEP-693: the node applies each pod's own policy
@@ -60,32 +61,6 @@ class PodResult:
     policy: str = "none"
     scope: str = "container"
     containers: tuple[ContainerResult, ...] = ()
-
-
-@dataclass
-class NodeState:
-    """Everything allocated on one node: the three managers' states and the admitted pods."""
-
-    cpu: CpuState
-    memory: MemoryState
-    devices: DeviceState
-    pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> {key, policy, ...}
-
-    def copy(self) -> NodeState:
-        return NodeState(
-            self.cpu.copy(),
-            self.memory.copy(),
-            self.devices.copy(),
-            dict(self.pods),  # records are never mutated once written, only added/removed
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "cpu": self.cpu.to_dict(),
-            "memory": self.memory.to_dict(),
-            "devices": self.devices.to_dict(),
-            "pods": self.pods,
-        }
 
 
 def machine_fingerprint(machine: Machine) -> str:
@@ -121,25 +96,7 @@ class Node:
         # kubelet manager construction checks (NUMA limit, distances) happen here, once
         self._policy(self.node_policy)
         self._reserved: frozenset[int] | None = None
-        self.state = state if state is not None else self.empty_state(machine)
-
-    @staticmethod
-    def empty_state(machine: Machine) -> NodeState:
-        return NodeState(
-            new_cpu_state(machine), new_memory_state(machine), DeviceState()
-        )
-
-    @classmethod
-    def state_from_dict(cls, machine: Machine, data: dict[str, Any]) -> NodeState:
-        try:
-            return NodeState(
-                CpuState.from_dict(data["cpu"]),
-                MemoryState.from_dict(data["memory"]),
-                DeviceState.from_dict(data["devices"]),
-                dict(data.get("pods", {})),
-            )
-        except (KeyError, TypeError, ValueError, InputError) as e:
-            raise StateError(f"state payload is malformed: {e}") from None
+        self.state = state if state is not None else NodeState.empty(machine)
 
     # ------------------------------------------------------------------ policy
 
@@ -193,9 +150,7 @@ class Node:
         """
         policy, scope = self.policy_for(pod)
         pol, sc = policy.policy.value, scope.value
-        if pod.uid in self.state.pods or any(
-            p.get("key") == pod.key for p in self.state.pods.values()
-        ):
+        if pod.uid in self.state.pods or any(p.key == pod.key for p in self.state.pods.values()):
             return PodResult(pod, False, "UnexpectedAdmissionError",
                              f"pod {pod.key} is already admitted on this node", policy=pol, scope=sc), None
         work = self.state.copy()
@@ -207,16 +162,11 @@ class Node:
         except AdmissionError as e:
             return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc), None
         results = tuple(self._container_result(work, pod, d, explain) for d in decisions)
-        work.pods[pod.uid] = {
-            "key": pod.key,
-            "policy": policy.policy.value,
-            "scope": scope.value,
-            "containers": [
-                {"name": r.name, "affinity": None if r.affinity is None else ids_of(r.affinity),
-                 "preferred": r.preferred}
-                for r in results
-            ],
-        }
+        work.pods[pod.uid] = PodRecord(
+            pod.uid, pod.key, pol, sc,
+            tuple(ContainerRecord(r.name, None if r.affinity is None else tuple(ids_of(r.affinity)),
+                                  r.preferred) for r in results),
+        )
         return PodResult(pod, True, None, None, policy=pol, scope=sc, containers=results), work
 
     def commit(self, planned: NodeState) -> None:
@@ -225,7 +175,7 @@ class Node:
 
     def release(self, key: str) -> bool:
         """Free everything the pod ``namespace/name`` (or uid) holds; False if unknown."""
-        uid = next((u for u, p in self.state.pods.items() if p.get("key") == key or u == key), None)
+        uid = self.state.find(key)
         if uid is None:
             return False
         work = self.state.copy()
@@ -245,16 +195,9 @@ class Node:
     def _container_result(
         self, state: NodeState, pod: Pod, d: Decision, explain: bool
     ) -> ContainerResult:
-        cpus = state.cpu.assignments.get(pod.uid, {}).get(d.container, frozenset())
-        memory: dict[str, dict[str, int]] = {}
-        for block in state.memory.assignments.get(pod.uid, {}).get(d.container, []):
-            share = memory.setdefault(",".join(str(i) for i in block.numa_affinity), {})
-            share[block.type] = share.get(block.type, 0) + block.size
-        devices = {
-            r: list(ids)
-            for r, ids in state.devices.allocated.get(pod.uid, {}).get(d.container, {}).items()
-        }
+        held = container_usage(self.machine, state, pod.uid, d.container)
         return ContainerResult(
-            d.container, d.hint.affinity, d.hint.preferred, frozenset(cpus), memory, devices,
+            d.container, d.hint.affinity, d.hint.preferred, held.cpus, held.memory_by_numa(),
+            {r: list(ids) for r, ids in held.devices.items()},
             explain=d if explain else None,
         )

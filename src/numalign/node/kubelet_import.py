@@ -16,7 +16,7 @@ from typing import Any
 
 from numalign.errors import InputError, StateError
 from numalign.machine.model import Machine
-from numalign.node.admission import Node, NodeState
+from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.resources.cpu import CpuManager, CpuState
 from numalign.resources.memory import MemoryState
 
@@ -45,7 +45,7 @@ def import_kubelet_state(machine: Machine, root: Path) -> NodeState:
     """A node state holding the allocations recorded in the kubelet's checkpoints."""
     if not root.is_dir():
         raise InputError("not a directory", str(root))
-    state = Node.empty_state(machine)
+    state = NodeState.empty(machine)
     cpu_doc = _read(root / CPU_FILE)
     mem_doc = _read(root / MEMORY_FILE)
     if cpu_doc is None and mem_doc is None:
@@ -67,25 +67,23 @@ def import_kubelet_state(machine: Machine, root: Path) -> NodeState:
         except StateError as e:
             raise StateError(f"{root / CPU_FILE}: {e.message}") from None
         state.cpu = cpu
-        uids.update(cpu.assignments)
+        uids.update(cpu.pod_uids())
     if mem_doc is not None:
         try:
             mem = MemoryState.from_dict(mem_doc)
         except InputError as e:
             raise e.within(f"{root / MEMORY_FILE}") from None
-        if set(mem.machine_state) and set(mem.machine_state) != set(state.memory.machine_state):
+        if mem.numa_ids() and mem.numa_ids() != state.memory.numa_ids():
             raise StateError(
-                f"{root / MEMORY_FILE}: NUMA nodes {sorted(mem.machine_state)} do not match "
-                f"the machine's {sorted(state.memory.machine_state)}"
+                f"{root / MEMORY_FILE}: NUMA nodes {list(mem.numa_ids())} do not match "
+                f"the machine's {list(state.memory.numa_ids())}"
             )
         state.memory = mem
-        uids.update(mem.assignments)
+        uids.update(mem.pod_uids())
     for uid in sorted(uids):
-        containers = set(state.cpu.assignments.get(uid, {})) | set(state.memory.assignments.get(uid, {}))
-        state.pods[uid] = {
-            "key": uid,  # the checkpoints know pod uids only
-            "policy": machine.kubelet.topology_manager_policy,
-            "scope": machine.kubelet.topology_manager_scope,
-            "containers": [{"name": c, "affinity": None, "preferred": False} for c in sorted(containers)],
-        }
+        containers = set(state.cpu.pod_cpus(uid)) | set(state.memory.pod_blocks(uid))
+        kc = machine.kubelet
+        # the checkpoints know pod uids only
+        state.pods[uid] = PodRecord(uid, uid, kc.topology_manager_policy, kc.topology_manager_scope,
+                                    tuple(ContainerRecord(c) for c in sorted(containers)))
     return state

@@ -115,29 +115,28 @@ def results_table(results: list[PodResult]) -> str:
 
 def state_doc(node: Node) -> dict[str, Any]:
     """A node's allocations: per NUMA node amounts, and per pod what it holds."""
-    from numalign.node.accounting import numa_amounts
+    from numalign.node.usage import numa_amounts, pods_usage
 
     zones = {
         str(i): {"capacity": z.capacity, "allocatable": z.allocatable, "available": z.available}
         for i, z in numa_amounts(node).items()
     }
     pods = []
-    for uid, p in sorted(node.state.pods.items(), key=lambda kv: str(kv[1].get("key"))):
-        containers = []
-        for c in p.get("containers", []):
-            name = c["name"]
-            cpus = node.state.cpu.assignments.get(uid, {}).get(name, frozenset())
-            devices = node.state.devices.allocated.get(uid, {}).get(name, {})
-            blocks = node.state.memory.assignments.get(uid, {}).get(name, [])
-            containers.append({
-                "name": name,
-                "affinity": c.get("affinity"),
-                "cpus": format_cpulist(cpus),
-                "memory": [b.to_dict() for b in blocks],
-                "devices": {r: list(ids) for r, ids in devices.items()},
-            })
-        pods.append({"name": p.get("key"), "uid": uid, "policy": p.get("policy"),
-                     "scope": p.get("scope"), "containers": containers})
+    for u in pods_usage(node.machine, node.state):
+        recorded = {c.name for c in u.record.containers}
+        containers = [
+            {
+                "name": c.name,
+                "affinity": None if c.affinity is None else list(c.affinity),
+                "cpus": format_cpulist(c.cpus),
+                "memory": [b.to_dict() for b in c.memory],
+                "devices": {r: list(ids) for r, ids in c.devices.items()},
+            }
+            for c in u.containers
+            if c.name in recorded
+        ]
+        pods.append({"name": u.record.key, "uid": u.uid, "policy": u.record.policy,
+                     "scope": u.record.scope, "containers": containers})
     return {"machine": node.machine.name, "numaNodes": zones, "pods": pods}
 
 

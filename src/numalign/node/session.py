@@ -16,6 +16,7 @@ from numalign.machine.model import Machine
 from numalign.machine.spec import dump_machine, load_machine
 from numalign.node import store
 from numalign.node.admission import Node, machine_fingerprint
+from numalign.node.state import NodeState
 
 
 @contextlib.contextmanager
@@ -77,4 +78,4 @@ def _restore(payload: dict[str, Any], machine: Machine | None) -> Node:
     # the fingerprint matched, so the hardware is the same; the given spec may carry a newer
     # kubelet configuration, which wins
     use = machine if machine is not None else stored
-    return Node(use, Node.state_from_dict(use, data))
+    return Node(use, NodeState.from_dict(data))

@@ -314,6 +314,33 @@ class CpuState:
                 out |= s
         return frozenset(out)
 
+    # -- readers (the kubelet's state.Reader): nobody outside resources/ reads the tables --
+
+    def shared_pool(self) -> frozenset[int]:
+        """kubelet ``GetDefaultCPUSet``: the shared pool (reserved CPUs included)."""
+        return frozenset(self.default_set)
+
+    def pod_cpus(self, pod_uid: str) -> dict[str, frozenset[int]]:
+        """Container name -> exclusive CPUs of one pod (kubelet ``GetCPUSet`` per container)."""
+        return dict(self.assignments.get(pod_uid, {}))
+
+    def pod_uids(self) -> frozenset[str]:
+        return frozenset(self.assignments)
+
+    # -- writers used for usage observed elsewhere (an NRT, a checkpoint) ------------------
+
+    def occupy(self, pod_uid: str, container: str, cpus: frozenset[int]) -> None:
+        """Record ``cpus`` as exclusively held by ``pod_uid``/``container`` (taken from the
+        shared pool); every CPU must be in the pool."""
+        missing = cpus - self.default_set
+        if missing:
+            raise InputError(
+                f"CPUs {format_cpulist(missing)} are not in the shared pool", "cpus"
+            )
+        self.default_set -= cpus
+        held = self.assignments.setdefault(pod_uid, {})
+        held[container] = held.get(container, frozenset()) | cpus
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form, close to the kubelet checkpoint (cpulist strings, no checksum)."""
         d: dict[str, Any] = {

@@ -146,6 +146,35 @@ class DeviceState:
     def resources(self) -> set[str]:
         return {r for cs in self.allocated.values() for rs in cs.values() for r in rs}
 
+    # -- readers (the kubelet's podDevices): nobody outside resources/ reads the tables ----
+
+    def pod_allocations(self, pod_uid: str) -> dict[str, dict[str, list[str]]]:
+        """Container name -> resource -> device ids of one pod."""
+        return {
+            c: {r: list(ids) for r, ids in rs.items()}
+            for c, rs in self.allocated.get(pod_uid, {}).items()
+        }
+
+    def pod_uids(self) -> frozenset[str]:
+        return frozenset(self.allocated)
+
+    def taken(self) -> frozenset[tuple[str, str]]:
+        """Every ``(resource, device id)`` held by some container."""
+        return frozenset(
+            (r, d) for cs in self.allocated.values() for rs in cs.values()
+            for r, ids in rs.items() for d in ids
+        )
+
+    # -- writers used for usage observed elsewhere (an NRT, podresources) ------------------
+
+    def occupy(self, pod_uid: str, container: str, resource: str, ids: list[str]) -> None:
+        """Record devices ``ids`` of ``resource`` as held by ``pod_uid``/``container``."""
+        busy = self.in_use(resource) & set(ids)
+        if busy:
+            raise InputError(f"devices {sorted(busy)} are already allocated", resource)
+        per = self.allocated.setdefault(pod_uid, {}).setdefault(container, {})
+        per[resource] = sorted([*per.get(resource, []), *ids], key=device_sort_key)
+
     def to_dict(self) -> dict[str, Any]:
         """``{"allocated": {pod: {container: {resource: [ids]}}}}``.
 

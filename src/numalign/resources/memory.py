@@ -225,6 +225,86 @@ class MemoryState:
     def blocks(self, pod_uid: str, container: str) -> list[Block] | None:
         return self.assignments.get(pod_uid, {}).get(container)
 
+    # -- readers (the kubelet's state.Reader): nobody outside resources/ reads the tables --
+
+    def pod_blocks(self, pod_uid: str) -> dict[str, list[Block]]:
+        """Container name -> memory blocks of one pod (kubelet ``GetMemoryBlocks``)."""
+        return {c: list(bs) for c, bs in self.assignments.get(pod_uid, {}).items()}
+
+    def pod_uids(self) -> frozenset[str]:
+        return frozenset(self.assignments)
+
+    def numa_ids(self) -> tuple[int, ...]:
+        """The NUMA nodes of the machine state (empty under the ``None`` policy)."""
+        return tuple(sorted(self.machine_state))
+
+    def amounts(self, numa: int, resource: str) -> tuple[int, int] | None:
+        """``(allocatable, free)`` bytes of ``resource`` on ``numa``; None without a table."""
+        ns = self.machine_state.get(numa)
+        t = ns.table(resource) if ns is not None else None
+        return None if t is None else (t.allocatable, t.free)
+
+    def resources_of(self, numa: int) -> tuple[str, ...]:
+        ns = self.machine_state.get(numa)
+        return () if ns is None else tuple(sorted(ns.memory_map))
+
+    def group(self, numa: int) -> tuple[tuple[int, ...], int]:
+        """``(cells, assignments)`` of ``numa``: the NUMA group its memory assignments span
+        (``()`` when none) and how many assignments it counts (kubelet ``NUMANodeState``)."""
+        ns = self.machine_state.get(numa)
+        if ns is None or ns.number_of_assignments == 0:
+            return (), 0
+        return tuple(sorted(ns.cells)), ns.number_of_assignments
+
+    # -- writers used for usage observed elsewhere (an NRT, a checkpoint) ------------------
+
+    def observe(
+        self,
+        pod_uid: str,
+        used: Mapping[int, Mapping[str, int]],
+        groups: Mapping[int, tuple[tuple[int, ...], int]],
+    ) -> None:
+        """Apply memory in use that numalign did not allocate itself.
+
+        ``used``: NUMA node -> resource -> bytes in use; ``groups``: NUMA node -> (cells,
+        assignments) as :meth:`group` reports them. A node with memory in use and no group
+        counts as one single-node assignment (the kubelet's state for memory pinned to one
+        node). The tables' ``free``/``reserved`` change as observed (at most what is free), the NUMA
+        groups as reported, and the pod ``pod_uid`` holds one block per (group, resource).
+        """
+        ms = self.machine_state
+        cells_of: dict[int, tuple[tuple[int, ...], int]] = dict(groups)
+        for nid, per in used.items():
+            if any(v > 0 for v in per.values()) and nid not in cells_of:
+                cells_of[nid] = ((nid,), 1)
+        for nid, (cells, count) in cells_of.items():
+            if nid not in ms or any(c not in ms for c in cells) or nid not in cells:
+                raise InputError(f"NUMA group {list(cells)} is not on this machine", f"memory.{nid}")
+            if count > 0:
+                group_node = ms[nid]
+                group_node.number_of_assignments = max(group_node.number_of_assignments, count)
+                group_node.cells = list(cells)
+        per_block: dict[tuple[tuple[int, ...], str], int] = {}
+        for nid, per in sorted(used.items()):
+            node_state = ms.get(nid)
+            if node_state is None:
+                raise InputError("NUMA node is not on this machine", f"memory.{nid}")
+            for res, amount in sorted(per.items()):
+                if amount <= 0:
+                    continue
+                t = node_state.table(res)
+                if t is None:
+                    raise InputError(f"no {res} on this NUMA node", f"memory.{nid}")
+                amount = min(amount, t.free)  # an observer cannot use more than is free
+                t.free -= amount
+                t.reserved += amount
+                key = (cells_of[nid][0], res)
+                per_block[key] = per_block.get(key, 0) + amount
+        if per_block:
+            held = self.assignments.setdefault(pod_uid, {})
+            for (cells, res), size in sorted(per_block.items()):
+                held.setdefault(f"node-{cells[0]}", []).append(Block(cells, res, size))
+
     def to_dict(self) -> dict[str, Any]:
         """The kubelet checkpoint's JSON shape (without ``checksum``)."""
         out: dict[str, Any] = {

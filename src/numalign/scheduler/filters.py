@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from numalign.bitmask import ids_of
 from numalign.errors import AdmissionError, NumalignError
-from numalign.node.accounting import numa_amounts
-from numalign.node.admission import Node, NodeState, PodResult
+from numalign.node.admission import Node, PodResult
+from numalign.node.state import NodeState
+from numalign.node.usage import cpus_numa_nodes, numa_amounts, pod_numa_nodes
 from numalign.pod_policy import pod_policy
 from numalign.pods import Pod, QOSClass, effective_pod_requests
 from numalign.policies import Policy, Scope, TopologyPolicy
-from numalign.resources.cpu import CpuManager
+from numalign.resources.cpu import CPU, CpuManager
+from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
+from numalign.resources.memory import is_memory_resource
 from numalign.scopes import admit
 
 
@@ -33,38 +35,20 @@ class FilterResult:
     result: PodResult | None = None  # exact filter: the node's admission result
 
 
-def _numa_count_of(node: Node, planned: NodeState, pod: Pod) -> int:
-    used: set[int] = set()
-    cpus = planned.cpu.assignments.get(pod.uid, {})
-    by_id = node.machine.cpu_by_id
-    for cs in cpus.values():
-        used.update(by_id[c].numa for c in cs)
-    for blocks in planned.memory.assignments.get(pod.uid, {}).values():
-        for b in blocks:
-            used.update(b.numa_affinity)
-    devs = {d.id: d for d in node.machine.devices}
-    for per_res in planned.devices.allocated.get(pod.uid, {}).values():
-        for ids in per_res.values():
-            for i in ids:
-                used.update(devs[i].numa[:1])
-    return len(used)
-
-
 def exact_filter(node: Node, pod: Pod) -> FilterResult:
     result, planned = node.plan(pod)
     if planned is None:
         return FilterResult(False, reason=f"{result.reason}: {result.message}")
-    return FilterResult(True, _numa_count_of(node, planned, pod), planned=planned, result=result)
+    used = pod_numa_nodes(node.machine, planned, pod.uid)
+    return FilterResult(True, len(used), planned=planned, result=result)
 
 
 # ------------------------------------------------------------------ scheduler-plugins
 
 
-_NUMA_NATIVE = ("cpu", "memory")
-
-
 def _numa_affine(res: str) -> bool:
-    return res in _NUMA_NATIVE or res.startswith("hugepages-")
+    """Native resources the plugin checks per NUMA zone (cpu, memory, hugepages)."""
+    return res == CPU or is_memory_resource(res)
 
 
 def _fit_any_numa(req: dict[str, int], avail: dict[int, dict[str, int]], qos: QOSClass) -> int | None:
@@ -129,7 +113,7 @@ def volcano_filter(node: Node, pod: Pod) -> FilterResult:
         return FilterResult(False, reason=e.message)
     task_policy = asked[0] if asked else Policy.NONE
     node_policy = node.node_policy
-    cpu_static = node.machine.kubelet.cpu_manager_policy == "static"
+    cpu_static = node.machine.kubelet.cpu_manager_policy == CPU_STATIC
     if task_policy is Policy.NONE:
         if not cpu_static or node_policy is Policy.NONE:
             return FilterResult(True)
@@ -148,8 +132,8 @@ def volcano_filter(node: Node, pod: Pod) -> FilterResult:
         admit(policy, Scope.CONTAINER, [cpu], app_only)
     except AdmissionError as e:
         return FilterResult(False, reason=f"cannot be assigned by numa: {e.message}")
-    used = {m.cpu_by_id[c].numa for cs in cpu_state.assignments.get(pod.uid, {}).values() for c in cs}
-    return FilterResult(True, len(used))
+    cpus = [c for cs in cpu_state.pod_cpus(pod.uid).values() for c in cs]
+    return FilterResult(True, len(cpus_numa_nodes(m, cpus)))
 
 
-__all__ = ["FilterResult", "exact_filter", "ids_of", "nrt_snn_filter", "volcano_filter"]
+__all__ = ["FilterResult", "exact_filter", "nrt_snn_filter", "volcano_filter"]

@@ -27,19 +27,10 @@ import numpy.typing as npt
 
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
-from numalign.pods import (
-    ContainerKind,
-    Pod,
-    QOSClass,
-    effective_pod_limits,
-    effective_pod_requests,
-    guaranteed_cpus,
-)
+from numalign.node.usage import CPU, fewest_nodes, numa_capacities, numa_demand, numa_free
+from numalign.pods import Pod
 from numalign.policies import Policy, Scope
-from numalign.resources.memory import hugepage_resource_name
-
-CPU = "cpu"
-MEMORY = "memory"
+from numalign.resources.memory import MEMORY, hugepage_resource_name
 
 
 class NumaPrefilter:
@@ -75,35 +66,12 @@ class NumaPrefilter:
     def refresh(self, i: int) -> None:
         """Recompute node ``i``'s free amounts from its engine state."""
         node = self.nodes[i]
-        m = node.machine
         row = np.zeros((self.slots, len(self.resources)), dtype=np.int64)
-        slot = {nid: s for s, nid in enumerate(m.node_ids)}
-        st = node.state
-        if m.kubelet.cpu_manager_policy == "static":
-            free = st.cpu.default_set - node.reserved_cpus
-            for c in free:
-                s = slot.get(m.cpu_by_id[c].numa) if c in m.cpu_by_id else None
-                if s is not None:
-                    row[s, self.col[CPU]] += 1
-        if m.kubelet.memory_manager_policy == "Static":
-            for nid, ns in st.memory.machine_state.items():
-                s = slot.get(nid)
-                if s is None:
-                    continue
-                for res, table in ns.memory_map.items():
-                    if res in self.col:
-                        row[s, self.col[res]] = table.free
-        taken: set[tuple[str, str]] = set()
-        for per_container in st.devices.allocated.values():
-            for per_res in per_container.values():
-                for res, ids in per_res.items():
-                    taken.update((res, d) for d in ids)
-        for d in m.devices:
-            if d.healthy and d.numa and (d.resource, d.id) not in taken:
-                for nid in d.numa:
-                    s = slot.get(nid)
-                    if s is not None:
-                        row[s, self.col[d.resource]] += 1
+        for s, per in enumerate(numa_free(node).values()):
+            for res, amount in per.items():
+                col = self.col.get(res)
+                if col is not None:
+                    row[s, col] = amount
         self.free[i] = row
         ordered = -np.sort(-row, axis=0)  # per resource, largest first
         self.topk[:, :, i] = np.cumsum(ordered, axis=0).T
@@ -122,35 +90,9 @@ class NumaPrefilter:
         return hit
 
     def _compute_demands(self, m: Machine, pod: Pod, scope: Scope) -> list[dict[str, int]]:
-        kc = m.kubelet
-        cpu_static = kc.cpu_manager_policy == "static"
-        mem_static = kc.memory_manager_policy == "Static" and pod.qos is QOSClass.GUARANTEED
-        topo_devices = {d.resource for d in m.devices if d.numa}
-
-        def of(requests: dict[str, int], limits: dict[str, int], cpus: int) -> dict[str, int]:
-            out: dict[str, int] = {}
-            if cpu_static and cpus:
-                out[CPU] = cpus
-            if mem_static:
-                for r, v in requests.items():
-                    if (r == MEMORY or r.startswith("hugepages-")) and v > 0:
-                        out[r] = v
-            for r, v in limits.items():
-                if r in topo_devices and v > 0:
-                    out[r] = v
-            return out
-
-        if scope is Scope.POD:
-            from numalign.pods import pod_guaranteed_cpus
-
-            return [of(effective_pod_requests(pod), effective_pod_limits(pod), pod_guaranteed_cpus(pod))]
         # container scope: a regular init container's resources are reused by later ones,
         # so each container on its own is a necessary condition
-        return [
-            of(dict(c.requests), dict(c.limits), guaranteed_cpus(pod, c))
-            for c in pod.containers
-            if c.kind in (ContainerKind.INIT, ContainerKind.SIDECAR, ContainerKind.APP)
-        ]
+        return numa_demand(m, pod, scope)
 
     def _min_k(self, node: Node, res: str, demand: int) -> tuple[int, int]:
         """Bounds ``(low, high)`` of the providers' preferred mask size for ``demand``.
@@ -167,22 +109,7 @@ class NumaPrefilter:
         hit = self._capacity_k.get(key)
         if hit is not None:
             return hit
-        low_caps: list[int] = []
-        high_caps: list[int] = []
-        mem = node.state.memory.machine_state
-        for numa in m.numa_nodes:
-            if res == CPU:
-                n = len(m.cpus_by_numa.get(numa.id, ()))
-                low_caps.append(n)
-                high_caps.append(n)
-            elif res == MEMORY or res.startswith("hugepages-"):
-                table = mem[numa.id].table(res) if numa.id in mem else None
-                alloc = 0 if table is None else table.allocatable
-                low_caps.append(alloc if table is not None else (numa.memory if res == MEMORY else 0))
-                high_caps.append(alloc)
-            else:
-                low_caps.append(sum(1 for d in m.devices if d.resource == res and numa.id in d.numa))
-                high_caps.append(sum(1 for d in m.devices if d.resource == res and d.numa == (numa.id,)))
+        low_caps, high_caps = numa_capacities(node, res)
         out = (fewest_nodes(low_caps, demand), fewest_nodes(high_caps, demand))
         self._capacity_k[key] = out
         return out
@@ -247,14 +174,3 @@ class NumaPrefilter:
                     ok[:] = False
             keep_all[nodes] = ok
         return keep_all[candidates]
-
-
-def fewest_nodes(caps: list[int], demand: int) -> int:
-    """The fewest of ``caps`` (largest first) that add up to ``demand`` (all, if none do)."""
-    total = 0
-    ordered = sorted(caps, reverse=True)
-    for j, c in enumerate(ordered):
-        total += c
-        if total >= demand:
-            return max(1, j + 1)
-    return max(1, len(ordered))

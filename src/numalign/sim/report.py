@@ -95,7 +95,7 @@ class NumaHeatmap:
         time_s: float | None = None,
     ) -> NumaHeatmap:
         """From per-NUMA ``allocatable``/``available`` amounts (the shape of
-        :func:`numalign.node.accounting.numa_amounts`): used = allocatable - available."""
+        :func:`numalign.node.usage.numa_amounts`): used = allocatable - available."""
         used = {
             n: {r: a - z.available.get(r, 0) for r, a in z.allocatable.items()}
             for n, z in zones.items()

@@ -31,12 +31,11 @@ from typing import Any
 
 from numalign.bitmask import mask_of
 from numalign.machine.model import Machine
-from numalign.node.accounting import numa_amounts
-from numalign.node.admission import PodResult
-from numalign.pods import Pod, QOSClass, pod_guaranteed_cpus
-from numalign.resources.memory import hugepage_resource_name
+from numalign.node.admission import Node
+from numalign.node.usage import fewest_numa_nodes, numa_amounts, pod_usage
+from numalign.pods import Pod
+from numalign.policies import Scope
 from numalign.scheduler.cluster import Cluster
-from numalign.scheduler.prefilter import fewest_nodes
 from numalign.scheduler.profiles import get_profile
 from numalign.scheduler.scheduler import Scheduler
 from numalign.sim.metrics import ContainerPlacement, MetricsRecorder
@@ -58,55 +57,19 @@ class SimResult:
     clusters: dict[str, Cluster] = field(default_factory=dict)
 
 
-def minimal_numa_nodes(machine: Machine, pod: Pod) -> int:
+def minimal_numa_nodes(node: Node, pod: Pod) -> int:
     """Fewest NUMA nodes whose capacity holds each NUMA-bound request of the pod."""
-    need: dict[str, int] = {}
-    cpus = pod_guaranteed_cpus(pod)
-    if cpus and machine.kubelet.cpu_manager_policy == "static":
-        need["cpu"] = cpus
-    from numalign.pods import effective_pod_limits, effective_pod_requests
-
-    if pod.qos is QOSClass.GUARANTEED and machine.kubelet.memory_manager_policy == "Static":
-        for r, v in effective_pod_requests(pod).items():
-            if r == "memory" or r.startswith("hugepages-"):
-                need[r] = v
-    for r, v in effective_pod_limits(pod).items():
-        if any(d.resource == r and d.numa for d in machine.devices):
-            need[r] = v
-    if not need:
-        return 0
-    return max(
-        fewest_nodes([_numa_capacity(machine, n, r) for n in machine.node_ids], amount)
-        for r, amount in need.items()
-    )
+    return fewest_numa_nodes(node, pod, Scope.POD)
 
 
-def _numa_capacity(machine: Machine, numa: int, resource: str) -> int:
-    if resource == "cpu":
-        return len(machine.cpus_by_numa.get(numa, ()))
-    node = machine.node_by_id[numa]
-    if resource == "memory":
-        return node.memory
-    if resource.startswith("hugepages-"):
-        return sum(v for size, v in node.hugepages.items() if hugepage_resource_name(size) == resource)
-    return sum(1 for d in machine.devices if d.resource == resource and d.numa[:1] == (numa,))
-
-
-def _placement(machine: Machine, pod: Pod, result: PodResult) -> tuple[list[ContainerPlacement], int]:
-    """Containers' NUMA masks as recorded, and the NUMA nodes the pod's bound resources use."""
-    used: set[int] = set()
-    out: list[ContainerPlacement] = []
-    devs = {d.id: d for d in machine.devices}
-    for c in result.containers:
-        nodes = {machine.cpu_by_id[x].numa for x in c.cpus}
-        for key in c.memory:
-            nodes.update(int(x) for x in key.split(","))
-        for ids in c.devices.values():
-            for i in ids:
-                nodes.update(devs[i].numa[:1])
-        used |= nodes
-        out.append(ContainerPlacement(c.name, mask_of(nodes) if nodes else None))
-    return out, len(used)
+def _placement(node: Node, pod: Pod) -> tuple[list[ContainerPlacement], int]:
+    """Containers' NUMA masks as the node holds them, and the NUMA nodes the pod uses."""
+    held = pod_usage(node.machine, node.state, pod.uid)
+    if held is None:
+        return [], 0
+    out = [ContainerPlacement(c.name, mask_of(c.numa_nodes) if c.numa_nodes else None)
+           for c in held.containers]
+    return out, len(held.numa_nodes)
 
 
 class _Run:
@@ -171,9 +134,9 @@ class _Run:
         dt = time.perf_counter() - t0
         self.sched_time += dt
         if out.admitted and out.placement is not None and out.result is not None:
-            machine = self.cluster.nodes[out.placement.node].machine
-            containers, used = _placement(machine, pod, out.result)
-            aligned = used <= max(minimal_numa_nodes(machine, pod), used if used == 0 else 1)
+            node = self.cluster.nodes[out.placement.node].node
+            containers, used = _placement(node, pod)
+            aligned = used <= max(minimal_numa_nodes(node, pod), used if used == 0 else 1)
             self.rec.record_placed(self.name, t, pod.key, containers, aligned,
                                    node=out.placement.name, latency_s=dt, numa_nodes=used)
             self.running[pod.uid] = (out.placement.node, pod)

@@ -1,0 +1,412 @@
+"""The one owner of NUMA usage facts: every adapter asks here, nobody reads the managers' tables.
+
+Questions answered (for a :class:`~numalign.node.admission.Node` and its state):
+
+* what a pod or container holds - :func:`pod_usage`, :func:`pods_usage`;
+* which NUMA nodes a pod uses - :func:`pod_numa_nodes` (the NUMA nodes of its exclusive
+  CPUs, memory blocks and devices; a pod that got none of them uses none);
+* per-NUMA amounts - :func:`numa_amounts` (``capacity`` / ``allocatable`` / ``available``, what a
+  NodeResourceTopology zone publishes) and :func:`numa_free` (the generous free amounts the
+  scheduler's prefilter needs);
+* the NUMA demand of a pod under a scope - :func:`numa_demand` (which requests the node's
+  managers bind to NUMA nodes);
+* the fewest NUMA nodes that can hold an amount - :func:`numa_capacities`,
+  :func:`fewest_nodes`, :func:`fewest_numa_nodes`;
+* usage observed elsewhere (an NRT, a kubelet checkpoint) applied *through the managers*,
+  memory groups included - :class:`ObservedUsage`, :func:`apply_observed`.
+
+The managers expose reader methods (the kubelet's ``state.Reader`` discipline); this module
+combines them with the machine.
+
+Units: ``cpu`` in whole CPUs, memory and hugepages in bytes, devices in counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from numalign.errors import InputError
+from numalign.machine.model import Machine
+from numalign.node.state import NodeState, PodRecord
+from numalign.pods import (
+    ContainerKind,
+    Pod,
+    QOSClass,
+    effective_pod_limits,
+    effective_pod_requests,
+    guaranteed_cpus,
+    pod_guaranteed_cpus,
+)
+from numalign.policies import Scope
+from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
+from numalign.resources.memory import MEMORY, Block, hugepage_resource_name, is_memory_resource
+from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
+
+CPU = "cpu"
+#: the uid under which observed usage is recorded (not a pod numalign admitted)
+OBSERVED_UID = "numalign.io/observed-usage"
+
+
+class NodeView(Protocol):
+    """What this module needs of a node (a :class:`~numalign.node.admission.Node`)."""
+
+    @property
+    def machine(self) -> Machine: ...
+
+    @property
+    def state(self) -> NodeState: ...
+
+    @property
+    def reserved_cpus(self) -> frozenset[int]: ...
+
+
+# ------------------------------------------------------------------------ holdings
+
+
+@dataclass(frozen=True)
+class ContainerUsage:
+    """What one container holds, and the NUMA nodes those things sit on."""
+
+    name: str
+    affinity: tuple[int, ...] | None
+    preferred: bool
+    cpus: frozenset[int] = frozenset()
+    memory: tuple[Block, ...] = ()
+    devices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    numa_nodes: frozenset[int] = frozenset()
+
+    def memory_by_numa(self) -> dict[str, dict[str, int]]:
+        """``"0"`` or ``"0,1"`` (a block's NUMA nodes) -> resource -> bytes."""
+        out: dict[str, dict[str, int]] = {}
+        for b in self.memory:
+            share = out.setdefault(",".join(str(i) for i in b.numa_affinity), {})
+            share[b.type] = share.get(b.type, 0) + b.size
+        return out
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    uid: str
+    record: PodRecord
+    containers: tuple[ContainerUsage, ...]
+
+    @property
+    def numa_nodes(self) -> frozenset[int]:
+        out: set[int] = set()
+        for c in self.containers:
+            out |= c.numa_nodes
+        return frozenset(out)
+
+
+def _numa_of(machine: Machine, cpus: Iterable[int], blocks: Iterable[Block],
+             devices: Mapping[str, Iterable[str]]) -> frozenset[int]:
+    used: set[int] = set()
+    by_id = machine.cpu_by_id
+    for c in cpus:
+        cpu = by_id.get(c)
+        if cpu is not None:
+            used.add(cpu.numa)
+    for b in blocks:
+        used.update(b.numa_affinity)
+    if devices:
+        dev_numa = {(d.resource, d.id): d.numa[:1] for d in machine.devices}
+        for res, ids in devices.items():
+            for i in ids:
+                used.update(dev_numa.get((res, i), ()))
+    return frozenset(used)
+
+
+def container_usage(machine: Machine, state: NodeState, uid: str, name: str) -> ContainerUsage:
+    """What container ``name`` of pod ``uid`` holds in ``state``."""
+    cpus = state.cpu.pod_cpus(uid).get(name, frozenset())
+    blocks = tuple(state.memory.pod_blocks(uid).get(name, []))
+    devices = {r: tuple(ids) for r, ids in state.devices.pod_allocations(uid).get(name, {}).items()}
+    rec = state.pods.get(uid)
+    c = rec.container(name) if rec is not None else None
+    return ContainerUsage(
+        name,
+        c.affinity if c is not None else None,
+        c.preferred if c is not None else False,
+        frozenset(cpus),
+        blocks,
+        devices,
+        _numa_of(machine, cpus, blocks, devices),
+    )
+
+
+def pod_usage(machine: Machine, state: NodeState, uid: str) -> PodUsage | None:
+    """What pod ``uid`` holds (its recorded containers plus anything the managers hold for it)."""
+    rec = state.pods.get(uid)
+    if rec is None:
+        return None
+    names = [c.name for c in rec.containers]
+    for extra in (state.cpu.pod_cpus(uid), state.memory.pod_blocks(uid),
+                  state.devices.pod_allocations(uid)):
+        names += sorted(n for n in extra if n not in names)
+    return PodUsage(uid, rec, tuple(container_usage(machine, state, uid, n) for n in names))
+
+
+def pods_usage(machine: Machine, state: NodeState) -> list[PodUsage]:
+    """Every pod's usage, by key."""
+    out = [pod_usage(machine, state, uid) for uid in state.pods]
+    return sorted((u for u in out if u is not None), key=lambda u: (u.record.key, u.uid))
+
+
+def pod_numa_nodes(machine: Machine, state: NodeState, uid: str) -> frozenset[int]:
+    """NUMA nodes of the exclusive CPUs, memory blocks and devices pod ``uid`` holds."""
+    cpus = [c for cs in state.cpu.pod_cpus(uid).values() for c in cs]
+    blocks = [b for bs in state.memory.pod_blocks(uid).values() for b in bs]
+    devices: dict[str, list[str]] = {}
+    for per in state.devices.pod_allocations(uid).values():
+        for r, ids in per.items():
+            devices.setdefault(r, []).extend(ids)
+    return _numa_of(machine, cpus, blocks, devices)
+
+
+def cpus_numa_nodes(machine: Machine, cpus: Iterable[int]) -> frozenset[int]:
+    """NUMA nodes of a CPU set."""
+    return _numa_of(machine, cpus, (), {})
+
+
+# ------------------------------------------------------------------------- amounts
+
+
+@dataclass
+class ZoneAmounts:
+    capacity: dict[str, int] = field(default_factory=dict)
+    allocatable: dict[str, int] = field(default_factory=dict)
+    available: dict[str, int] = field(default_factory=dict)
+
+
+def numa_amounts(node: NodeView) -> dict[int, ZoneAmounts]:
+    """NUMA node id -> amounts per resource, as a NodeResourceTopology zone publishes them.
+
+    ``capacity`` = physical, ``allocatable`` = minus the kubelet's reservations, ``available``
+    = minus what running pods hold exclusively. A device counts on its first NUMA node.
+    """
+    m, st, reserved = node.machine, node.state, node.reserved_cpus
+    out = {i: ZoneAmounts() for i in m.node_ids}
+    assigned = st.cpu.assigned_cpus()
+    for i in m.node_ids:
+        cpus = m.cpus_by_numa.get(i, frozenset())
+        z = out[i]
+        z.capacity[CPU] = len(cpus)
+        z.allocatable[CPU] = len(cpus - reserved)
+        z.available[CPU] = len(cpus - reserved - assigned)
+    for n in m.numa_nodes:
+        z = out[n.id]
+        resources = {MEMORY: n.memory}
+        for size, total in n.hugepages.items():
+            resources[hugepage_resource_name(size)] = total
+        for res, total in resources.items():
+            z.capacity[res] = total
+            amounts = st.memory.amounts(n.id, res)
+            if amounts is None:
+                z.allocatable[res] = total
+                z.available[res] = total
+            else:
+                z.allocatable[res], z.available[res] = amounts
+    taken = st.devices.taken()
+    for d in m.devices:
+        if not d.numa:
+            continue
+        zone = out.get(d.numa[0])
+        if zone is None:
+            continue
+        zone.capacity[d.resource] = zone.capacity.get(d.resource, 0) + 1
+        zone.allocatable.setdefault(d.resource, 0)
+        zone.available.setdefault(d.resource, 0)
+        if d.healthy:
+            zone.allocatable[d.resource] += 1
+            if (d.resource, d.id) not in taken:
+                zone.available[d.resource] += 1
+    return out
+
+
+def numa_free(node: NodeView) -> dict[int, dict[str, int]]:
+    """NUMA node id -> resource -> free amount *the managers bind to NUMA nodes*, generously.
+
+    Exclusive CPUs only under the static CPU manager (shared pool minus reserved), memory and
+    hugepages only under the Static memory manager (the tables' ``free``), healthy free
+    devices with topology counted on *each* of their NUMA nodes. Never less than what any
+    mask could get, so a test against it is a necessary condition of admission.
+    """
+    m, st, reserved = node.machine, node.state, node.reserved_cpus
+    out: dict[int, dict[str, int]] = {i: {} for i in m.node_ids}
+    if m.kubelet.cpu_manager_policy == CPU_STATIC:
+        for c in st.cpu.shared_pool() - reserved:
+            cpu = m.cpu_by_id.get(c)
+            if cpu is not None and cpu.numa in out:
+                out[cpu.numa][CPU] = out[cpu.numa].get(CPU, 0) + 1
+    if m.kubelet.memory_manager_policy == MEMORY_STATIC:
+        for nid in st.memory.numa_ids():
+            if nid not in out:
+                continue
+            for res in st.memory.resources_of(nid):
+                amounts = st.memory.amounts(nid, res)
+                if amounts is not None:
+                    out[nid][res] = amounts[1]
+    taken = st.devices.taken()
+    for d in m.devices:
+        if d.healthy and d.numa and (d.resource, d.id) not in taken:
+            for nid in d.numa:
+                if nid in out:
+                    out[nid][d.resource] = out[nid].get(d.resource, 0) + 1
+    return out
+
+
+# -------------------------------------------------------------------------- demand
+
+
+def numa_demand(machine: Machine, pod: Pod, scope: Scope) -> list[dict[str, int]]:
+    """The requests the node's managers bind to NUMA nodes: one dict per container (container
+    scope: init, sidecar and app containers, each on its own) or one for the pod (pod scope).
+
+    Exclusive CPUs under the static CPU manager; memory and hugepages of Guaranteed pods under
+    the Static memory manager; devices of resources that have NUMA topology.
+    """
+    kc = machine.kubelet
+    cpu_static = kc.cpu_manager_policy == CPU_STATIC
+    mem_static = kc.memory_manager_policy == MEMORY_STATIC and pod.qos is QOSClass.GUARANTEED
+    topo_devices = {d.resource for d in machine.devices if d.numa}
+
+    def of(requests: Mapping[str, int], limits: Mapping[str, int], cpus: int) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if cpu_static and cpus:
+            out[CPU] = cpus
+        if mem_static:
+            for r, v in requests.items():
+                if is_memory_resource(r) and v > 0:
+                    out[r] = v
+        for r, v in limits.items():
+            if r in topo_devices and v > 0:
+                out[r] = v
+        return out
+
+    if scope is Scope.POD:
+        return [of(effective_pod_requests(pod), effective_pod_limits(pod), pod_guaranteed_cpus(pod))]
+    return [
+        of(c.requests, c.limits, guaranteed_cpus(pod, c))
+        for c in pod.containers
+        if c.kind in (ContainerKind.INIT, ContainerKind.SIDECAR, ContainerKind.APP)
+    ]
+
+
+def numa_capacities(node: NodeView, resource: str) -> tuple[list[int], list[int]]:
+    """Per NUMA node (machine order), the capacity the providers size preferred masks by:
+    ``(generous, strict)``.
+
+    CPUs: online CPUs (both). Memory and hugepages: the memory manager's allocatable (strict;
+    generous falls back to physical memory without a table). Devices: those near the node
+    (generous: a device near several nodes counts on each; strict: single-node devices only).
+    """
+    m, st = node.machine, node.state
+    generous: list[int] = []
+    strict: list[int] = []
+    for numa in m.numa_nodes:
+        if resource == CPU:
+            n = len(m.cpus_by_numa.get(numa.id, ()))
+            generous.append(n)
+            strict.append(n)
+        elif is_memory_resource(resource):
+            amounts = st.memory.amounts(numa.id, resource)
+            if amounts is None:
+                generous.append(numa.memory if resource == MEMORY else 0)
+                strict.append(0)
+            else:
+                generous.append(amounts[0])
+                strict.append(amounts[0])
+        else:
+            generous.append(sum(1 for d in m.devices if d.resource == resource and numa.id in d.numa))
+            strict.append(sum(1 for d in m.devices if d.resource == resource and d.numa == (numa.id,)))
+    return generous, strict
+
+
+def fewest_nodes(caps: Iterable[int], demand: int) -> int:
+    """The fewest of ``caps`` (largest first) that add up to ``demand`` (all, if none do)."""
+    total = 0
+    ordered = sorted(caps, reverse=True)
+    for j, c in enumerate(ordered):
+        total += c
+        if total >= demand:
+            return max(1, j + 1)
+    return max(1, len(ordered))
+
+
+def fewest_numa_nodes(node: NodeView, pod: Pod, scope: Scope, *, strict: bool = False) -> int:
+    """The fewest NUMA nodes the pod's NUMA-bound requests need on ``node`` (0: none bound):
+    the largest, over containers (or the pod) and resources, of :func:`fewest_nodes`."""
+    m = node.machine
+    best = 0
+    for demand in numa_demand(m, pod, scope):
+        for res, amount in demand.items():
+            caps = numa_capacities(node, res)[1 if strict else 0]
+            best = max(best, fewest_nodes(caps, amount))
+    return best
+
+
+# ------------------------------------------------------------------ observed usage
+
+
+@dataclass(frozen=True)
+class ObservedUsage:
+    """Usage learnt from outside numalign, per NUMA node.
+
+    * ``cpus``: NUMA node -> exclusively assigned CPU ids (exact), or
+      ``cpu_counts``: NUMA node -> how many (the highest free ids are taken);
+    * ``memory``: NUMA node -> resource -> bytes in use;
+    * ``memory_groups``: NUMA node -> (cells, assignments) of its memory assignments (a node with
+      memory in use and no entry is one single-node assignment);
+    * ``devices``: NUMA node -> resource -> how many devices in use.
+    """
+
+    cpus: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    cpu_counts: Mapping[int, int] = field(default_factory=dict)
+    memory: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    memory_groups: Mapping[int, tuple[tuple[int, ...], int]] = field(default_factory=dict)
+    devices: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+
+
+def apply_observed(node: NodeView, observed: ObservedUsage, uid: str = OBSERVED_UID) -> NodeState:
+    """A copy of the node's state with ``observed`` applied through the managers, held by one
+    synthetic pod ``uid`` (a :class:`PodRecord` with ``observed=True``)."""
+    m, state, reserved = node.machine, node.state, node.reserved_cpus
+    work = state.copy()
+    used_any = False
+    if m.kubelet.cpu_manager_policy == CPU_STATIC:
+        for nid in sorted(set(observed.cpus) | set(observed.cpu_counts)):
+            zone = m.cpus_by_numa.get(nid, frozenset())
+            if nid in observed.cpus:
+                taken = frozenset(observed.cpus[nid])
+                if not taken <= zone:
+                    raise InputError("lists CPUs outside the NUMA node", f"node-{nid}.cpus")
+            else:
+                free = sorted(work.cpu.shared_pool() & zone - reserved, reverse=True)
+                taken = frozenset(free[: max(0, observed.cpu_counts[nid])])
+            if taken:
+                try:
+                    work.cpu.occupy(uid, f"node-{nid}", taken)
+                except InputError as e:
+                    raise e.within(f"node-{nid}") from None
+                used_any = True
+    if m.kubelet.memory_manager_policy == MEMORY_STATIC and (observed.memory or observed.memory_groups):
+        work.memory.observe(uid, observed.memory, observed.memory_groups)
+        used_any = used_any or any(v > 0 for per in observed.memory.values() for v in per.values())
+    for nid, per in sorted(observed.devices.items()):
+        for res, count in sorted(per.items()):
+            if count <= 0:
+                continue
+            taken_ids = work.devices.taken()
+            ids = [d.id for d in m.devices
+                   if d.resource == res and d.healthy and d.numa[:1] == (nid,)
+                   and (res, d.id) not in taken_ids][:count]
+            if ids:
+                work.devices.occupy(uid, f"node-{nid}", res, ids)
+                used_any = True
+    if used_any:
+        kc = m.kubelet
+        work.pods[uid] = PodRecord(uid, uid, kc.topology_manager_policy, kc.topology_manager_scope,
+                                   observed=True)
+    return work
