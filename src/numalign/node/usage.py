@@ -382,6 +382,8 @@ def apply_observed(node: NodeView, observed: ObservedUsage, uid: str = OBSERVED_
                 taken = frozenset(observed.cpus[nid])
                 if not taken <= zone:
                     raise InputError("lists CPUs outside the NUMA node", f"node-{nid}.cpus")
+                if taken & reserved:
+                    raise InputError("lists CPUs reserved for the system", f"node-{nid}.cpus")
             else:
                 free = sorted(work.cpu.shared_pool() & zone - reserved, reverse=True)
                 taken = frozenset(free[: max(0, observed.cpu_counts[nid])])
