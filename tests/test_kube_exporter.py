@@ -23,9 +23,9 @@ from numalign.machine.model import Machine
 from numalign.machine.nrt import nrt_to_machine
 from numalign.machine.spec import read_machine_file
 from numalign.machine.sysfs import load_sysfs
-from numalign.node.usage import numa_amounts
 from numalign.node.admission import Node
 from numalign.node.session import node_session
+from numalign.node.usage import numa_amounts
 from numalign.pods import parse_pods, read_pod_files
 
 EXAMPLES = REPO / "examples"

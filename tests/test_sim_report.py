@@ -138,8 +138,8 @@ def test_format_summary_table() -> None:
 
 
 def test_heatmap_from_zones_of_a_node() -> None:
-    from numalign.node.usage import numa_amounts
     from numalign.node.admission import Node
+    from numalign.node.usage import numa_amounts
     from numalign.sim.cluster import builtin_cluster
 
     name, machine = builtin_cluster("small")[0]
