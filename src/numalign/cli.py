@@ -105,6 +105,15 @@ def _cmd_state(args: argparse.Namespace) -> int:
     from numalign.node.render import state_doc, state_table
     from numalign.node.session import node_session
 
+    if args.reconcile:
+        from numalign.machine.spec import read_machine_file
+
+        machine = read_machine_file(args.machine) if args.machine else None
+        with node_session(_state_dir(args), machine, reconcile=True) as node:
+            for note in node.notes:
+                print(f"numalign state: {note}", file=sys.stderr)
+    elif args.machine:
+        raise InputError("only with --reconcile", "--machine")
     with node_session(_state_dir(args), None, write=False) as node:
         if args.output == "table":
             print(state_table(node))
@@ -184,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("state", help="show a node's allocations per NUMA node")
     p.add_argument("--state-dir", required=True)
+    p.add_argument("--reconcile", action="store_true",
+                   help="move the state onto the machine as it is now (--machine, default: the stored "
+                        "spec): keep every pod whose CPUs, devices and memory still exist and fit, drop the rest")
+    p.add_argument("--machine", "-m", help="with --reconcile: the machine spec to move the state onto")
     p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="table")
     p.set_defaults(handler=_cmd_state)
 

@@ -39,7 +39,10 @@ from numalign.machine.nrt import machine_to_nrt, nrt_to_machine
 from numalign.node.admission import Node
 from numalign.node.usage import ObservedUsage, apply_observed, numa_amounts
 from numalign.pods import parse_quantity, quantity_int
+from numalign.resources.cpu import POLICY_NONE as CPU_NONE
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
+from numalign.resources.memory import POLICY_NONE as MEMORY_NONE
+from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 from numalign.resources.memory import is_memory_resource
 
 ATTR_CPU_POLICY = "numalign.io/cpuManagerPolicy"
@@ -212,11 +215,11 @@ def engine_from_nrt(obj: object) -> Node:
             if cpu and cpu["allocatable"] < cpu["capacity"]:
                 ids = sorted(machine.cpus_by_numa.get(nid, frozenset()))
                 reserved.update(ids[: cpu["capacity"] - cpu["allocatable"]])
-    cpu_policy = attrs.get(ATTR_CPU_POLICY, "static" if reserved else "none")
+    cpu_policy = attrs.get(ATTR_CPU_POLICY, CPU_STATIC if reserved else CPU_NONE)
     cpu_options = _options_parse(attrs.get(ATTR_CPU_OPTIONS, ""), f"attributes.{ATTR_CPU_OPTIONS}")
-    mem_policy = attrs.get(ATTR_MEMORY_POLICY, "None")
+    mem_policy = attrs.get(ATTR_MEMORY_POLICY, MEMORY_NONE)
     reserved_memory: list[ReservedMemory] = []
-    if mem_policy == "Static":
+    if mem_policy == MEMORY_STATIC:
         for nid, per in sorted(amounts.items()):
             limits: dict[str, int] = {}
             huge_total = sum(v["capacity"] for r, v in per.items() if r.startswith("hugepages-"))
@@ -246,7 +249,7 @@ def engine_from_nrt(obj: object) -> Node:
         machine.kubelet,
         cpu_manager_policy=cpu_policy,
         cpu_manager_policy_options=cpu_options,
-        reserved_system_cpus=frozenset(reserved) if cpu_policy == "static" and reserved else None,
+        reserved_system_cpus=frozenset(reserved) if cpu_policy == CPU_STATIC and reserved else None,
         memory_manager_policy=mem_policy,
         reserved_memory=tuple(reserved_memory),
     )

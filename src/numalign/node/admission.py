@@ -64,9 +64,11 @@ class PodResult:
 
 
 def machine_fingerprint(machine: Machine) -> str:
-    """Identifies the hardware a state belongs to (NUMA nodes, CPUs, devices, not the name)."""
+    """Identifies the topology a state belongs to: NUMA node ids, CPUs (id, core, socket,
+    NUMA node) and devices. Not the name, not memory sizes: a VM whose memory grew keeps its
+    state (the memory manager's tables are rebuilt from the assignments on load)."""
     doc = {
-        "nodes": [[n.id, n.memory, sorted(n.hugepages.items())] for n in machine.numa_nodes],
+        "nodes": [n.id for n in machine.numa_nodes],
         "cpus": [[c.id, c.core, c.socket, c.numa] for c in machine.cpus],
         "devices": [[d.resource, d.id, list(d.numa)] for d in machine.devices],
     }
@@ -96,6 +98,8 @@ class Node:
         # kubelet manager construction checks (NUMA limit, distances) happen here, once
         self._policy(self.node_policy)
         self._reserved: frozenset[int] | None = None
+        #: what happened on the way (a reconcile's kept and dropped pods), for the CLI to show
+        self.notes: list[str] = []
         self.state = state if state is not None else NodeState.empty(machine)
 
     # ------------------------------------------------------------------ policy
@@ -132,6 +136,13 @@ class Node:
             CpuManager(m, state.cpu, reserved=self.reserved_cpus),
             MemoryManager(m, state.memory),
         ]
+
+    def validate_state(self) -> None:
+        """The kubelet managers' start-up validation of a loaded state, plus numalign's own:
+        no CPU or device held by two pods, devices that exist. Raises :class:`StateError`."""
+        CpuManager(self.machine, self.state.cpu, reserved=self.reserved_cpus).validate_state()
+        MemoryManager(self.machine, self.state.memory).validate_state()
+        DeviceManager(self.machine, self.state.devices).validate_state()
 
     # --------------------------------------------------------------- admission
 

@@ -14,7 +14,10 @@ Layout of a state directory::
 * **Foreign state**: the document records the machine fingerprint; loading it for another
   machine is refused.
 * **Lock**: :func:`locked` holds an exclusive ``flock`` on ``D/.lock`` for a
-  read-modify-write cycle, so concurrent numalign processes serialise.
+  read-modify-write cycle, so concurrent numalign processes serialise; it waits a bounded time.
+* **Trust**: D must belong to the user and not be writable by others (:func:`check_directory`);
+  it is created 0700; the lock file is opened without following symlinks. The checksum only
+  detects accidents: the payload is validated on load (:meth:`numalign.node.admission.Node.validate_state`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,19 +50,70 @@ def checksum(payload: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical(payload)).hexdigest()
 
 
-@contextlib.contextmanager
-def locked(state_dir: Path, *, wait: bool = True) -> Iterator[None]:
-    """Hold the state directory's exclusive lock (created if missing)."""
+#: how long :func:`locked` waits for another numalign process by default (seconds)
+DEFAULT_LOCK_TIMEOUT = 60.0
+_POLL = 0.05
+
+
+def check_directory(state_dir: Path, *, create: bool = True) -> None:
+    """Refuse a state directory another user could tamper with.
+
+    It is created (mode 0700) if missing; it must be a real directory (not a symlink), owned
+    by the effective user and not writable by group or others. Root is held to the same rule:
+    a directory planted by another user is never trusted.
+    """
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        if create and not os.path.lexists(state_dir):
+            state_dir.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(state_dir, 0o700)
+        st = os.lstat(state_dir)
     except OSError as e:
-        raise StateError(f"{state_dir}: cannot open state directory: {e.strerror}") from None
+        raise StateError(f"{state_dir}: cannot use state directory: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise StateError(f"{state_dir}: not a directory (a symlink or file is refused)")
+    if st.st_uid != os.geteuid():
+        raise StateError(
+            f"{state_dir}: owned by uid {st.st_uid}, not by you (uid {os.geteuid()}); refusing it"
+        )
+    if st.st_mode & 0o022:
+        raise StateError(
+            f"{state_dir}: writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); "
+            "refusing it (chmod go-w)"
+        )
+
+
+@contextlib.contextmanager
+def locked(
+    state_dir: Path, *, wait: bool = True, timeout: float | None = DEFAULT_LOCK_TIMEOUT
+) -> Iterator[None]:
+    """Hold the state directory's exclusive lock (directory and lock file created if missing).
+
+    Waits at most ``timeout`` seconds (``None``: forever) for another process; ``wait=False``
+    does not wait at all. The lock file is opened without following symlinks.
+    """
+    check_directory(state_dir)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            raise StateError(f"{state_dir}: locked by another numalign process") from None
+        fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise StateError(f"{state_dir / LOCK_FILE}: cannot open lock file: {e.strerror}") from None
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise StateError(f"{state_dir / LOCK_FILE}: lock file owned by another user; refusing it")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not wait:
+                    raise StateError(f"{state_dir}: locked by another numalign process") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise StateError(
+                        f"{state_dir}: still locked by another numalign process after "
+                        f"{timeout:g} s; giving up"
+                    ) from None
+                time.sleep(_POLL)
         for stale in state_dir.glob(".state.*.tmp"):  # left by a writer killed mid-write
             with contextlib.suppress(OSError):
                 stale.unlink()
@@ -108,7 +164,7 @@ def save(state_dir: Path, machine: str, payload: dict[str, Any]) -> None:
         "checksum": checksum(payload),
         "payload": payload,
     }
-    state_dir.mkdir(parents=True, exist_ok=True)
+    check_directory(state_dir)
     write_atomic(state_dir / STATE_FILE, json.dumps(doc, sort_keys=True, indent=1).encode())
 
 

@@ -331,8 +331,10 @@ class CpuState:
 
     def occupy(self, pod_uid: str, container: str, cpus: frozenset[int]) -> None:
         """Record ``cpus`` as exclusively held by ``pod_uid``/``container`` (taken from the
-        shared pool); every CPU must be in the pool."""
-        missing = cpus - self.default_set
+        shared pool); every CPU must be in the pool or already held by the same pod (a pod's
+        later containers reuse its init containers' CPUs)."""
+        mine = {c for cs in self.assignments.get(pod_uid, {}).values() for c in cs}
+        missing = cpus - self.default_set - mine
         if missing:
             raise InputError(
                 f"CPUs {format_cpulist(missing)} are not in the shared pool", "cpus"
@@ -528,6 +530,13 @@ class CpuManager:
                         f'pod: {uid}, container: {name} cpuset: "{format_cpulist(cset)}" '
                         f'overlaps with default cpuset "{format_cpulist(default)}"'
                     )
+        owner: dict[int, str] = {}
+        for uid, cs in st.assignments.items():
+            for cset in cs.values():
+                for c in cset:
+                    other = owner.setdefault(c, uid)
+                    if other != uid:  # (a pod's app containers may reuse its init's CPUs)
+                        raise StateError(f"CPU {c} is held exclusively by pods {other} and {uid}")
         known = set(default) | st.assigned_cpus()
         if known != all_cpus:
             raise StateError(

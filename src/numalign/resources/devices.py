@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numalign.bitmask import mask_of
-from numalign.errors import InputError, UnexpectedAdmissionError
+from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Device, Machine
 from numalign.pods import Container, ContainerKind, Pod
@@ -169,7 +169,7 @@ class DeviceState:
 
     def occupy(self, pod_uid: str, container: str, resource: str, ids: list[str]) -> None:
         """Record devices ``ids`` of ``resource`` as held by ``pod_uid``/``container``."""
-        busy = self.in_use(resource) & set(ids)
+        busy = (self.in_use(resource) - self.pod_devices(pod_uid, resource)) & set(ids)
         if busy:
             raise InputError(f"devices {sorted(busy)} are already allocated", resource)
         per = self.allocated.setdefault(pod_uid, {}).setdefault(container, {})
@@ -314,6 +314,22 @@ class DeviceManager:
         self._devices: dict[str, dict[str, Device]] = {}
         for d in machine.devices:
             self._devices.setdefault(d.resource, {})[d.id] = d
+
+    def validate_state(self) -> None:
+        """A loaded state must name devices the machine has, and no device may be held by two
+        pods (a pod's later containers may reuse its init containers' devices)."""
+        owner: dict[tuple[str, str], str] = {}
+        for uid, per_container in self.state.allocated.items():
+            for cname, per_res in per_container.items():
+                for res, ids in per_res.items():
+                    for i in ids:
+                        if i not in self._devices.get(res, {}):
+                            raise StateError(
+                                f"pod {uid} container {cname}: device {res}/{i} is not on this machine"
+                            )
+                        other = owner.setdefault((res, i), uid)
+                        if other != uid:
+                            raise StateError(f"device {res}/{i} is held by pods {other} and {uid}")
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -580,8 +580,18 @@ class MemoryManager:
                 )
             st.machine_state = default_machine_state(self.machine)
             return
+        expected, _ = self._replayed()
+        if not machine_states_equivalent(st.machine_state, expected):
+            raise StateError(
+                "[memorymanager] the expected machine state is different from the real one"
+            )
+
+    def _replayed(self) -> tuple[dict[int, NodeMemoryState], list[str]]:
+        """The machine state the assignments imply on this machine (kubelet
+        ``validateState``'s expectation), and the blocks that did not fit in it."""
         expected = default_machine_state(self.machine, check=False)
-        for pod_uid, containers in st.assignments.items():
+        short: list[str] = []
+        for pod_uid, containers in self.state.assignments.items():
             for cname, blocks in containers.items():
                 for b in blocks:
                     size = b.size
@@ -606,10 +616,41 @@ class MemoryManager:
                         table.reserved += take
                         table.free -= take
                         size -= take
-        if not machine_states_equivalent(st.machine_state, expected):
-            raise StateError(
-                "[memorymanager] the expected machine state is different from the real one"
-            )
+                    if size > 0:
+                        short.append(f"pod {pod_uid} container {cname}: {b.type} on NUMA "
+                                     f"{list(b.numa_affinity)} ({size} bytes do not fit)")
+        return expected, short
+
+    def adopt_blocks(self, pod_uid: str, container: str, blocks: list[Block]) -> list[str]:
+        """Record ``blocks`` for a container and rebuild the tables (state moved from another
+        machine); returns what does not fit, and then changes nothing."""
+        if self.policy != POLICY_STATIC:
+            return []
+        before = self.state.assignments.get(pod_uid, {}).get(container)
+        self.state.assignments.setdefault(pod_uid, {})[container] = list(blocks)
+        try:
+            short = self.rebuild_machine_state()
+        except StateError as e:
+            short = [e.message]
+        if short:
+            if before is None:
+                del self.state.assignments[pod_uid][container]
+                if not self.state.assignments[pod_uid]:
+                    del self.state.assignments[pod_uid]
+            else:
+                self.state.assignments[pod_uid][container] = before
+        return short
+
+    def rebuild_machine_state(self) -> list[str]:
+        """Adopt the machine state the assignments imply on *this* machine (its memory sizes
+        may differ from the ones the state was written for); returns the blocks that no
+        longer fit (then nothing changes)."""
+        if self.policy != POLICY_STATIC or not self.state.machine_state:
+            return []
+        expected, short = self._replayed()
+        if not short:
+            self.state.machine_state = expected
+        return short
 
     # -- hints ---------------------------------------------------------------------------
 
