@@ -199,7 +199,7 @@ def test_ps_table(tmp_path: Path) -> None:
 
 def test_identity_parsing() -> None:
     from numalign.launcher import Identity
-    from numalign.pinning import proc_start_time, process_alive
+    from numalign.launcher.proc import proc_start_time, process_alive
 
     ident = Identity(123, 456)
     assert Identity.of_key(ident.key) == ident
@@ -237,10 +237,16 @@ def test_terminal_ctrl_c_reaches_the_child_once(tmp_path: Path) -> None:
                                   sys.executable, "-c", COUNT_INT])
     buf = b""
 
-    def read_until(token: bytes, limit: float = 60) -> None:
+    def read_until(token: bytes, limit: float = 60, since: bytes = b"") -> None:
+        """Read until ``token`` appears (after the first ``since``, when given)."""
         nonlocal buf
         deadline = time.monotonic() + limit
-        while token not in buf and time.monotonic() < deadline:
+
+        def seen() -> bool:
+            at = buf.find(since)
+            return at >= 0 and token in buf[at + len(since):]
+
+        while not seen() and time.monotonic() < deadline:
             ready, _, _ = select.select([fd], [], [], 0.5)
             if ready:
                 try:
@@ -253,7 +259,7 @@ def test_terminal_ctrl_c_reaches_the_child_once(tmp_path: Path) -> None:
         assert b"ready" in buf, buf
         os.write(fd, b"\x03")  # the terminal's interrupt character
         read_until(b"sigint ")
-        read_until(b"\n", 10)
+        read_until(b"\n", 10, since=b"sigint ")
     finally:
         _, status = os.waitpid(pid, 0)
         os.close(fd)
@@ -262,7 +268,7 @@ def test_terminal_ctrl_c_reaches_the_child_once(tmp_path: Path) -> None:
 
 
 def test_nodemask_keeps_the_kernel_inside_the_array() -> None:
-    from numalign.pinning import _nodemask
+    from numalign.launcher.pinning import _nodemask
 
     for nodes in ([0], [1], [62], [63], [64], [0, 255]):
         mask, maxnode = _nodemask(nodes)
@@ -272,7 +278,7 @@ def test_nodemask_keeps_the_kernel_inside_the_array() -> None:
 
 
 def test_cgroup_cpuset_detected_cleanly(tmp_path: Path) -> None:
-    from numalign.pinning import make_cpuset
+    from numalign.launcher.pinning import make_cpuset
 
     none = make_cpuset("numalign-x", {1}, set(), root=tmp_path)
     assert none.path is None and "no cgroup v2" in none.note

@@ -55,12 +55,10 @@ def _summary(alloc: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("capture", "argv"), CASES, ids=[f"{c}:{' '.join(a)}" for c, a in CASES])
 def test_dry_run_plan_matches_node_admit(tmp_path: Path, capture: str, argv: list[str]) -> None:
-    import argparse
-
     from numalign.launcher import (
         Identity,
+        LaunchRequest,
         launcher_machine,
-        parse_request,
         pod_manifest,
         request_pod,
     )
@@ -76,18 +74,17 @@ def test_dry_run_plan_matches_node_admit(tmp_path: Path, capture: str, argv: lis
     assert (out.returncode == 0) == got["admitted"]
 
     # (a) the engine, in process
-    ns = argparse.Namespace(cpus="1", memory=None, hugepages_1gi=None, hugepages_2mi=None, gpus=0,
-                            device=None)
+    values: dict[str, Any] = {"devices": []}
     it = iter(argv)
     for flag, value in zip(it, it, strict=True):
         if flag == "--device":
-            ns.device = [*(ns.device or []), value]
+            values["devices"].append(value)
         else:
-            setattr(ns, flag.lstrip("-").replace("-", "_"), value)
+            values[flag.lstrip("-")] = value
     base = launcher_machine(_machine(capture))
-    request = parse_request(ns, base)
+    request = LaunchRequest.from_values(["true"], **values)
     machine = launcher_machine(_machine(capture), memory=request.binds_memory)
-    pod = request_pod(request, Identity(1, 1), ["true"])
+    pod = request_pod(request, base, Identity(1, 1))
     expected = _summary(pod_doc(Node(machine).admit(pod)))
     assert got == expected
 

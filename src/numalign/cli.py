@@ -134,18 +134,6 @@ def _cmd_discover(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from numalign.launcher import run_command
-
-    return run_command(args)
-
-
-def _cmd_ps(args: argparse.Namespace) -> int:
-    from numalign.launcher import ps_command
-
-    return ps_command(args)
-
-
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -211,15 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device-rules", metavar="FILE", help="YAML rules naming PCI devices as resources")
     p.set_defaults(handler=_cmd_discover)
 
-    from numalign.launcher import add_ps_arguments, add_run_arguments
+    from numalign.launcher.cli import add_commands as add_launcher_commands
 
-    p = sub.add_parser("run", help="run a command pinned to an aligned allocation (-- CMD ARGS...)")
-    add_run_arguments(p)
-    p.set_defaults(handler=_cmd_run)
-
-    p = sub.add_parser("ps", help="list the live allocations of numalign run")
-    add_ps_arguments(p)
-    p.set_defaults(handler=_cmd_ps)
+    add_launcher_commands(sub)  # run, ps
 
     p = sub.add_parser("simulate", help="replay a workload on a modelled cluster under several schedulers")
     p.add_argument("--cluster", help="cluster template YAML, or builtin:default|small|alibaba2025 (default: builtin:default)")

@@ -1,11 +1,9 @@
-"""OS-level pinning for ``numalign run``: process identity, CPU affinity, memory policy,
-cgroup v2 cpusets, and a fork/exec/wait loop that forwards signals.
+"""OS-level pinning for ``numalign run``: CPU affinity, memory policy, cgroup v2 cpusets,
+GPU visibility variables, and a fork/exec/wait loop that forwards signals.
 
-Nothing here knows about NUMA alignment decisions; :mod:`numalign.launcher` decides, this
-module acts. Linux only (``/proc``, ``sched_setaffinity``, ``set_mempolicy``).
+Nothing here knows about NUMA alignment decisions; :mod:`numalign.launcher.plan` decides,
+this module acts. Linux only (``/proc``, ``sched_setaffinity``, ``set_mempolicy``).
 
-* **Identity**: a process is (pid, start time in clock ticks since boot, field 22 of
-  ``/proc/<pid>/stat``). A pid that is missing, a zombie, or has another start time is gone.
 * **Memory**: ``set_mempolicy(MPOL_BIND, nodes)`` through the raw syscall (``ctypes``); the
   policy survives ``execve``. When the syscall is unusable, ``numactl --membind`` wraps the
   command; when neither is there, the caller warns.
@@ -15,6 +13,9 @@ module acts. Linux only (``/proc``, ``sched_setaffinity``, ``set_mempolicy``).
 * **Child**: forked by hand so that the signal mask, ``PR_SET_PDEATHSIG`` (the pinned process
   never outlives its launcher, so reclaiming a dead launcher's allocation never hands out CPUs
   still in use), affinity and memory policy are set between ``fork`` and ``execve``.
+* **GPUs**: ``CUDA_VISIBLE_DEVICES`` + ``NVIDIA_VISIBLE_DEVICES`` (with
+  ``CUDA_DEVICE_ORDER=PCI_BUS_ID``) or ``ROCR_VISIBLE_DEVICES``: indices of the allocated
+  devices among the machine's devices of that resource in PCI bus order.
 * **Waiting**: the forwarded signals and ``SIGCHLD`` are blocked and taken with
   ``sigtimedwait``, so no signal is lost between fork and wait. Signals the kernel generated
   for the terminal's process group (``si_code == SI_KERNEL``: Ctrl-C, Ctrl-\\) already reached
@@ -34,6 +35,10 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from numalign.machine.model import Machine
 
 FORWARDED: tuple[signal.Signals, ...] = (
     signal.SIGINT,
@@ -65,52 +70,6 @@ _SET_MEMPOLICY = {
 }
 
 
-# ------------------------------------------------------------------------------ identity
-
-
-def proc_start_time(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """Start time (clock ticks since boot) of a live process; None if gone or a zombie."""
-    try:
-        raw = (proc / str(pid) / "stat").read_text()
-    except (OSError, ValueError):
-        return None
-    rest = raw[raw.rfind(")") + 2 :].split()
-    # rest[0] is field 3 (state); field 22 (starttime) is rest[19]
-    if len(rest) < 20 or rest[0] in ("Z", "X", "x"):
-        return None
-    try:
-        return int(rest[19])
-    except ValueError:
-        return None
-
-
-def process_alive(pid: int, start: int) -> bool:
-    """Is the process ``pid`` that started at ``start`` still running?"""
-    return pid > 0 and proc_start_time(pid) == start
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def uptime_seconds() -> float | None:
-    try:
-        return float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def process_age(start_ticks: int) -> float | None:
-    """Seconds since a process started, from its start time in clock ticks."""
-    up = uptime_seconds()
-    if up is None:
-        return None
-    return max(0.0, up - start_ticks / os.sysconf("SC_CLK_TCK"))
-
-
 # ---------------------------------------------------------------------------------- CPUs
 
 
@@ -127,6 +86,16 @@ def _status_list(key: str) -> frozenset[int] | None:
     except OSError:
         return None
     return None
+
+
+# TODO(cpulist): numalign/cpulist.py -- the launcher's two cpulist helpers, kept here
+
+
+def _cpulist(ids: Iterable[int]) -> str:
+    """``ids`` in cpulist syntax (``"0-3,8"``)."""
+    from numalign.cpulist import format_cpulist
+
+    return format_cpulist(ids)
 
 
 def _parse_list(text: str) -> frozenset[int]:
@@ -245,6 +214,27 @@ def remove_cgroup(path: Path) -> bool:
         return False
 
 
+# ------------------------------------------------------------------------------------ GPUs
+
+
+def device_env(machine: Machine, devices: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """GPU visibility variables: indices among the resource's devices in PCI bus order."""
+    env: dict[str, str] = {}
+    for res, ids in devices.items():
+        if res not in ("nvidia.com/gpu", "amd.com/gpu") or not ids:
+            continue
+        order = sorted(enumerate(machine.devices_of(res)),
+                       key=lambda p: (p[1].bus_id is None, p[1].bus_id or "", p[0]))
+        index = {d.id: i for i, (_, d) in enumerate(order)}
+        visible = ",".join(str(i) for i in sorted(index[d] for d in ids if d in index))
+        if res == "nvidia.com/gpu":
+            env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=visible,
+                       NVIDIA_VISIBLE_DEVICES=visible)
+        else:
+            env["ROCR_VISIBLE_DEVICES"] = visible
+    return env
+
+
 # ---------------------------------------------------------------------------- the child
 
 
@@ -334,3 +324,22 @@ def _wait_forwarding(pid: int) -> int:
             continue  # a terminal signal: the child's process group got it already
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, info.si_signo)
+
+
+def run_bound(argv: Sequence[str], env: Mapping[str, str], *, cpus: frozenset[int] | None,
+              memory_nodes: Sequence[int], bind: str, cgroup: str) -> int:
+    """Run ``argv`` on ``cpus`` (None = not pinned) with its memory bound to ``memory_nodes``
+    by ``bind`` (``syscall``: MPOL_BIND in the child; ``numactl``: ``numactl --membind``
+    wraps the command; ``none``), in a cpuset cgroup named ``cgroup`` when one can be made
+    (removed afterwards); its shell-style exit status."""
+    mem = frozenset(memory_nodes) if bind == "syscall" else None
+    if bind == "numactl":
+        argv = [numactl() or "numactl", f"--membind={_cpulist(memory_nodes)}", "--", *argv]
+    path = None
+    if cpus is not None:
+        path = make_cpuset(cgroup, cpus, memory_nodes if mem else ()).path
+    try:
+        return run_pinned(argv, env, Pinning(cpus, mem, path))
+    finally:
+        if path is not None:
+            remove_cgroup(path)
