@@ -13,9 +13,10 @@ import pytest
 import yaml
 
 from numalign.cli import main
+from numalign.cpulist import parse_cpumask
 from numalign.errors import InputError
 from numalign.machine.devices_naming import PciDevice, load_rules, parse_rules
-from numalign.machine.sysfs import load_sysfs, parse_cpulist, parse_cpumask, read_sysfs
+from numalign.machine.sysfs import load_sysfs, parse_cpulist, read_sysfs
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 LINUX = SHARED / "topologies" / "hwloc" / "linux"

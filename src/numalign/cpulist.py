@@ -1,39 +1,82 @@
-"""Linux cpulist syntax: ``"0-3,8,10-11"``.
+"""CPU and NUMA node id lists: the one parser and formatter of numalign.
 
-This is the format of ``/sys/devices/system/cpu/online``, ``cpuset.cpus``, the kubelet's
-``--reserved-cpus`` and the CPU sets in ``cpu_manager_state``. It is used for NUMA node lists
-too (``/sys/devices/system/node/online``).
+Two list grammars and one mask format, as the sources that write them define them:
 
-:func:`parse_cpulist` accepts the empty string (the empty set) and tolerates whitespace,
-newline and NUL padding around the list and around each element (sysfs files end in a
-newline, some end in a NUL). Overlapping or repeated entries are merged. Descending ranges
-(``"3-1"``), negative numbers, empty elements (``"1,,2"``) and anything else are an
-:class:`~numalign.errors.InputError`.
+* :func:`parse_cpulist` - the **kubelet's** ``cpuset.Parse`` (``k8s.io/utils/cpuset``): ``a`` and
+  ``a-b`` separated by single commas. This is the grammar of ``--reserved-cpus`` /
+  ``reservedSystemCPUs``, the CPU sets in ``cpu_manager_state`` and the cpulists that
+  NodeResourceTopology producers write (``cpuset.String()``). Strides, empty elements
+  (``"1,,2"``) and inner whitespace (``"1 2"``) are errors, as in the kubelet; numalign
+  additionally tolerates whitespace/NUL padding around the list and around each element, and a
+  YAML integer (``reservedSystemCPUs: 0``) as a one-element list.
+* :func:`parse_kernel_cpulist` - the **Linux kernel's** ``bitmap_parselist``: what sysfs
+  (``cpu/online``, ``nodeN/cpulist``, ``thread_siblings_list``...), ``/proc/self/status``
+  (``Cpus_allowed_list``, ``Mems_allowed_list``) and cgroup ``cpuset.cpus`` files hold. Regions
+  ``a``, ``a-b`` and ``a-b:used/group`` (in each group of ``group`` ids starting at ``a``, the
+  first ``used``: ``0-7:2/4`` is ``{0, 1, 4, 5}``), separated by any run of commas and
+  whitespace (newlines included); a NUL ends the text. ``N`` (the last id) and ``all`` are
+  understood when the caller knows the last id (``last=``).
+* :func:`parse_cpumask` / :func:`format_cpumask` - the kernel's hex masks (``cpumap``,
+  ``thread_siblings``, ``local_cpus``; ``bitmap_parse``): 32-bit words of 1 to 8 hex digits,
+  most significant first, separated by commas (``"ff,00000001"`` is ``{0, 32..39}``).
 
-:func:`format_cpulist` writes the canonical form: ascending, consecutive ids folded into
-``a-b`` ranges (also for two ids, ``"0-1"``, as Linux and the kubelet's ``cpuset`` do).
+In both list grammars a descending range (``"3-1"``) is an error, never the empty set.
+
+Size cap: an id above :data:`MAX_ID` (65535, far above any kernel's ``CONFIG_NR_CPUS`` - 8192 on
+x86 ``MAXSMP`` - and any ``NODES_SHIFT``) is an :class:`~numalign.errors.InputError` naming the
+field, so no input can make a parser build a set of billions of ids.
+
+:func:`format_cpulist` writes the canonical list: ascending, consecutive ids folded into ``a-b``
+ranges (also for two ids, ``"0-1"``), which is what both the kernel (``%*pbl``) and the kubelet
+(``CPUSet.String``) write; every list grammar above reads it back.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from numalign.errors import InputError
 
-__all__ = ["format_cpulist", "parse_cpulist"]
+__all__ = [
+    "MAX_ID",
+    "format_cpulist",
+    "format_cpumask",
+    "parse_cpulist",
+    "parse_cpumask",
+    "parse_kernel_cpulist",
+]
+
+#: The largest CPU or NUMA node id any parser accepts.
+MAX_ID = 65535
 
 _PAD = " \t\r\n\x00"
+# C isspace(): the kernel's region separators besides the comma
+_KERNEL_SEPARATORS = re.compile(r"[ \t\n\v\f\r,]+")
+_KUBELET_NUMBER = re.compile(r"\+?[0-9]+")  # strconv.Atoi, minus the sign the grammar cannot use
+_KERNEL_NUMBER = r"[0-9]+|N"
+_KERNEL_REGION = re.compile(
+    rf"(?:(?P<all>all)|(?P<start>{_KERNEL_NUMBER})(?:-(?P<end>{_KERNEL_NUMBER}))?)"
+    rf"(?::(?P<used>{_KERNEL_NUMBER})/(?P<group>{_KERNEL_NUMBER}))?"
+)
+_HEX_WORD = re.compile(r"[0-9a-fA-F]{1,8}")
 
 
-def _number(text: str, whole: str, field: str | None) -> int:
+def _capped(n: int, whole: str, field: str | None, maximum: int = MAX_ID) -> int:
+    if n > maximum:
+        raise InputError(f"invalid cpulist {whole!r}: id {n} exceeds the maximum {maximum}", field)
+    return n
+
+
+def _kubelet_number(text: str, whole: str, field: str | None) -> int:
     text = text.strip(_PAD)
-    if not text or not text.isascii() or not text.isdigit():
+    if not _KUBELET_NUMBER.fullmatch(text):
         raise InputError(f"invalid cpulist {whole!r}: {text!r} is not a CPU number", field)
-    return int(text)
+    return _capped(int(text), whole, field)
 
 
 def parse_cpulist(text: object, field: str | None = None) -> frozenset[int]:
-    """Parse Linux cpulist syntax (``"0-3,8"``) into a set of ids.
+    """Parse the kubelet's cpulist (``"0-3,8"``) into a set of ids.
 
     ``field`` names the input in the error message (``kubelet.reservedSystemCPUs``).
     """
@@ -43,22 +86,134 @@ def parse_cpulist(text: object, field: str | None = None) -> frozenset[int]:
         # YAML turns `reservedSystemCPUs: 0` into an int; treat it as the one-element list.
         if text < 0:
             raise InputError(f"invalid cpulist {text!r}: negative CPU number", field)
-        return frozenset((text,))
+        return frozenset((_capped(text, str(text), field),))
     whole = text.strip(_PAD)
     if not whole:
         return frozenset()
     out: set[int] = set()
     for item in whole.split(","):
-        if "-" in item.strip(_PAD)[1:]:
-            lo_text, _, hi_text = item.strip(_PAD).partition("-")
-            lo = _number(lo_text, whole, field)
-            hi = _number(hi_text, whole, field)
+        item = item.strip(_PAD)
+        if "-" in item[1:]:
+            lo_text, _, hi_text = item.partition("-")
+            lo = _kubelet_number(lo_text, whole, field)
+            hi = _kubelet_number(hi_text, whole, field)
             if hi < lo:
                 raise InputError(f"invalid cpulist {whole!r}: range {lo}-{hi} is descending", field)
             out.update(range(lo, hi + 1))
         else:
-            out.add(_number(item, whole, field))
+            out.add(_kubelet_number(item, whole, field))
     return frozenset(out)
+
+
+def _kernel_number(value: str, last: int | None, whole: str, field: str | None) -> int:
+    if value != "N":
+        return int(value)
+    if last is None:
+        raise InputError(f"invalid cpulist {whole!r}: 'N' needs the number of CPUs", field)
+    return last
+
+
+def _kernel_region(
+    m: re.Match[str], last: int | None, whole: str, field: str | None
+) -> Iterable[int]:
+    """The ids of one matched region (``bitmap_parse_region`` + ``bitmap_check_region``)."""
+    maximum = MAX_ID if last is None else min(last, MAX_ID)
+    if m.group("all") is not None:
+        if last is None:
+            raise InputError(f"invalid cpulist {whole!r}: 'all' needs the number of CPUs", field)
+        start, end = 0, last
+    else:
+        start = _kernel_number(m.group("start"), last, whole, field)
+        if m.group("end") is None:
+            if m.group("used") is not None:
+                raise InputError(f"invalid cpulist {whole!r}: a stride needs a range", field)
+            end = start
+        else:
+            end = _kernel_number(m.group("end"), last, whole, field)
+    if end < start:
+        raise InputError(f"invalid cpulist {whole!r}: range {start}-{end} is descending", field)
+    _capped(end, whole, field, maximum)
+    if m.group("used") is None:
+        return range(start, end + 1)
+    used = _kernel_number(m.group("used"), last, whole, field)
+    group = _kernel_number(m.group("group"), last, whole, field)
+    if group == 0 or used > group:
+        raise InputError(
+            f"invalid cpulist {whole!r}: stride {used}/{group} needs 0 <= used <= group > 0", field
+        )
+    # in each group of `group` ids from `start`, the first `used` (bitmap_set_region)
+    return [i for base in range(start, end + 1, group) for i in range(base, min(base + used, end + 1))]
+
+
+def parse_kernel_cpulist(
+    text: str, field: str | None = None, *, last: int | None = None
+) -> frozenset[int]:
+    """Parse a list the way the Linux kernel's ``bitmap_parselist`` does.
+
+    ``last`` is the highest valid id (``nr_cpu_ids - 1``) when the caller knows it: it gives
+    ``N`` and ``all`` their meaning and bounds every id, as the bitmap size does in the kernel.
+    Without it ``N``/``all`` are errors and ids are bounded by :data:`MAX_ID`.
+    """
+    if not isinstance(text, str):
+        raise InputError(f'expected a cpulist string like "0-3,8", got {text!r}', field)
+    body = text.split("\x00", 1)[0]
+    whole = body.strip(_PAD)
+    out: set[int] = set()
+    for region in _KERNEL_SEPARATORS.split(body):
+        if not region:
+            continue
+        m = _KERNEL_REGION.fullmatch(region)
+        if m is None:
+            raise InputError(f"invalid cpulist {whole!r}: bad region {region!r}", field)
+        out.update(_kernel_region(m, last, whole, field))
+    return frozenset(out)
+
+
+def parse_cpumask(text: str, field: str | None = None) -> frozenset[int]:
+    """Parse a kernel hex mask (``"ff,00000001"``: 32-bit words, most significant first).
+
+    As ``bitmap_parse``: the text ends at the first newline or NUL; words are 1 to 8 hex
+    digits separated by commas or whitespace; no ``0x`` prefix. Set bits above :data:`MAX_ID`
+    are an error.
+    """
+    if not isinstance(text, str):
+        raise InputError(f'expected a hex mask like "ff,00000001", got {text!r}', field)
+    body = re.split(r"[\n\x00]", text, maxsplit=1)[0]
+    words = [w for w in _KERNEL_SEPARATORS.split(body) if w]
+    value = 0
+    for w in words:
+        if not _HEX_WORD.fullmatch(w):
+            raise InputError(
+                f"invalid cpumask {body.strip()!r}: {w!r} is not a 32-bit hex word", field
+            )
+        value = (value << 32) | int(w, 16)
+    if value.bit_length() - 1 > MAX_ID:
+        raise InputError(
+            f"invalid cpumask {body.strip()!r}: id {value.bit_length() - 1} exceeds the maximum "
+            f"{MAX_ID}",
+            field,
+        )
+    return frozenset(i for i in range(value.bit_length()) if value >> i & 1)
+
+
+def format_cpumask(ids: Iterable[int], nbits: int | None = None) -> str:
+    """Format ids as a kernel hex mask, as ``cpumap`` files show them.
+
+    ``nbits`` is the mask width (``nr_cpu_ids``; default: just wide enough). The first word
+    has the digits the width needs, the others all 8: ``format_cpumask({0}, 40)`` is
+    ``"00,00000001"``.
+    """
+    value = 0
+    for i in set(ids):
+        if i < 0:
+            raise ValueError(f"negative id {i}")
+        value |= 1 << i
+    width = max(nbits if nbits is not None else value.bit_length(), 1)
+    if value.bit_length() > width:
+        raise ValueError(f"id {value.bit_length() - 1} does not fit in {width} bits")
+    digits = f"{value:0{(width + 3) // 4}x}"
+    head = len(digits) % 8 or 8
+    return ",".join([digits[:head]] + [digits[k : k + 8] for k in range(head, len(digits), 8)])
 
 
 def format_cpulist(ids: Iterable[int]) -> str:

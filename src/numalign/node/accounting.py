@@ -13,10 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from numalign.node.admission import Node
-from numalign.resources.memory import hugepage_resource_name
-
-CPU = "cpu"
-MEMORY = "memory"
+from numalign.quantity import CPU, MEMORY, hugepage_resource_name
 
 
 @dataclass

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.pods import Pod, effective_pod_requests
-from numalign.resources.memory import hugepage_resource_name
+from numalign.quantity import hugepage_resource_name
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -36,7 +36,7 @@ from numalign.pods import (
     guaranteed_cpus,
 )
 from numalign.policies import Policy, Scope
-from numalign.resources.memory import hugepage_resource_name
+from numalign.quantity import hugepage_resource_name
 
 CPU = "cpu"
 MEMORY = "memory"

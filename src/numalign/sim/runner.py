@@ -34,7 +34,7 @@ from numalign.machine.model import Machine
 from numalign.node.accounting import numa_amounts
 from numalign.node.admission import PodResult
 from numalign.pods import Pod, QOSClass, pod_guaranteed_cpus
-from numalign.resources.memory import hugepage_resource_name
+from numalign.quantity import hugepage_resource_name
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.prefilter import fewest_nodes
 from numalign.scheduler.profiles import get_profile
