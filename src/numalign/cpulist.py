@@ -62,16 +62,48 @@ _KERNEL_REGION = re.compile(
 _HEX_WORD = re.compile(r"[0-9a-fA-F]{1,8}")
 
 
+def _cut(text: str, limit: int = 40) -> str:
+    """``text`` cut short for an error message: inputs can be megabytes long."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _shown(text: str) -> str:
+    return repr(_cut(text))
+
+
 def _capped(n: int, whole: str, field: str | None, maximum: int = MAX_ID) -> int:
     if n > maximum:
-        raise InputError(f"invalid cpulist {whole!r}: id {n} exceeds the maximum {maximum}", field)
+        raise InputError(f"invalid cpulist {_shown(whole)}: id {n} exceeds the maximum {maximum}", field)
     return n
+
+
+def _span_bits(start: int, end: int, used: int = 1, group: int = 1) -> int:
+    """Ids ``start..end`` as bits; with a stride, in each group of ``group`` ids from ``start``
+    only the first ``used`` (the kernel's ``bitmap_set_region``).
+
+    Bit arithmetic, like the kernel's bitmap: a region costs O(width / 64) whatever its
+    spelling, so many wide regions cannot make a parser slow.
+    """
+    width = end - start + 1
+    if used >= group:
+        return ((1 << width) - 1) << start
+    bits, period = (1 << used) - 1, group
+    while period < width:  # double the periodic pattern until it covers the span
+        bits |= bits << period
+        period *= 2
+    return (bits & ((1 << width) - 1)) << start
+
+
+def _ids(bits: int) -> frozenset[int]:
+    text = f"{bits:b}"  # most significant first; linear, unlike testing bit by bit
+    top = len(text) - 1
+    return frozenset(top - k for k, bit in enumerate(text) if bit == "1")
 
 
 def _kubelet_number(text: str, whole: str, field: str | None) -> int:
     text = text.strip(_PAD)
     if not _KUBELET_NUMBER.fullmatch(text):
-        raise InputError(f"invalid cpulist {whole!r}: {text!r} is not a CPU number", field)
+        raise InputError(f"invalid cpulist {_shown(whole)}: {_shown(text)} is not a CPU number", field)
     return _capped(int(text), whole, field)
 
 
@@ -81,16 +113,16 @@ def parse_cpulist(text: object, field: str | None = None) -> frozenset[int]:
     ``field`` names the input in the error message (``kubelet.reservedSystemCPUs``).
     """
     if isinstance(text, bool) or not isinstance(text, str | int):
-        raise InputError(f'expected a cpulist string like "0-3,8", got {text!r}', field)
+        raise InputError(f'expected a cpulist string like "0-3,8", got {_cut(repr(text))}', field)
     if isinstance(text, int):
         # YAML turns `reservedSystemCPUs: 0` into an int; treat it as the one-element list.
         if text < 0:
-            raise InputError(f"invalid cpulist {text!r}: negative CPU number", field)
+            raise InputError(f"invalid cpulist {_cut(repr(text))}: negative CPU number", field)
         return frozenset((_capped(text, str(text), field),))
     whole = text.strip(_PAD)
     if not whole:
         return frozenset()
-    out: set[int] = set()
+    bits = 0
     for item in whole.split(","):
         item = item.strip(_PAD)
         if "-" in item[1:]:
@@ -98,51 +130,48 @@ def parse_cpulist(text: object, field: str | None = None) -> frozenset[int]:
             lo = _kubelet_number(lo_text, whole, field)
             hi = _kubelet_number(hi_text, whole, field)
             if hi < lo:
-                raise InputError(f"invalid cpulist {whole!r}: range {lo}-{hi} is descending", field)
-            out.update(range(lo, hi + 1))
+                raise InputError(f"invalid cpulist {_shown(whole)}: range {lo}-{hi} is descending", field)
+            bits |= _span_bits(lo, hi)
         else:
-            out.add(_kubelet_number(item, whole, field))
-    return frozenset(out)
+            bits |= 1 << _kubelet_number(item, whole, field)
+    return _ids(bits)
 
 
 def _kernel_number(value: str, last: int | None, whole: str, field: str | None) -> int:
     if value != "N":
         return int(value)
     if last is None:
-        raise InputError(f"invalid cpulist {whole!r}: 'N' needs the number of CPUs", field)
+        raise InputError(f"invalid cpulist {_shown(whole)}: 'N' needs the number of CPUs", field)
     return last
 
 
-def _kernel_region(
-    m: re.Match[str], last: int | None, whole: str, field: str | None
-) -> Iterable[int]:
-    """The ids of one matched region (``bitmap_parse_region`` + ``bitmap_check_region``)."""
+def _kernel_region(m: re.Match[str], last: int | None, whole: str, field: str | None) -> int:
+    """The bits of one matched region (``bitmap_parse_region`` + ``bitmap_check_region``)."""
     maximum = MAX_ID if last is None else min(last, MAX_ID)
     if m.group("all") is not None:
         if last is None:
-            raise InputError(f"invalid cpulist {whole!r}: 'all' needs the number of CPUs", field)
+            raise InputError(f"invalid cpulist {_shown(whole)}: 'all' needs the number of CPUs", field)
         start, end = 0, last
     else:
         start = _kernel_number(m.group("start"), last, whole, field)
         if m.group("end") is None:
             if m.group("used") is not None:
-                raise InputError(f"invalid cpulist {whole!r}: a stride needs a range", field)
+                raise InputError(f"invalid cpulist {_shown(whole)}: a stride needs a range", field)
             end = start
         else:
             end = _kernel_number(m.group("end"), last, whole, field)
     if end < start:
-        raise InputError(f"invalid cpulist {whole!r}: range {start}-{end} is descending", field)
+        raise InputError(f"invalid cpulist {_shown(whole)}: range {start}-{end} is descending", field)
     _capped(end, whole, field, maximum)
     if m.group("used") is None:
-        return range(start, end + 1)
+        return _span_bits(start, end)
     used = _kernel_number(m.group("used"), last, whole, field)
     group = _kernel_number(m.group("group"), last, whole, field)
     if group == 0 or used > group:
         raise InputError(
-            f"invalid cpulist {whole!r}: stride {used}/{group} needs 0 <= used <= group > 0", field
+            f"invalid cpulist {_shown(whole)}: stride {used}/{group} needs 0 <= used <= group > 0", field
         )
-    # in each group of `group` ids from `start`, the first `used` (bitmap_set_region)
-    return [i for base in range(start, end + 1, group) for i in range(base, min(base + used, end + 1))]
+    return _span_bits(start, end, used, group)
 
 
 def parse_kernel_cpulist(
@@ -155,18 +184,18 @@ def parse_kernel_cpulist(
     Without it ``N``/``all`` are errors and ids are bounded by :data:`MAX_ID`.
     """
     if not isinstance(text, str):
-        raise InputError(f'expected a cpulist string like "0-3,8", got {text!r}', field)
+        raise InputError(f'expected a cpulist string like "0-3,8", got {_cut(repr(text))}', field)
     body = text.split("\x00", 1)[0]
     whole = body.strip(_PAD)
-    out: set[int] = set()
+    bits = 0
     for region in _KERNEL_SEPARATORS.split(body):
         if not region:
             continue
         m = _KERNEL_REGION.fullmatch(region)
         if m is None:
-            raise InputError(f"invalid cpulist {whole!r}: bad region {region!r}", field)
-        out.update(_kernel_region(m, last, whole, field))
-    return frozenset(out)
+            raise InputError(f"invalid cpulist {_shown(whole)}: bad region {_shown(region)}", field)
+        bits |= _kernel_region(m, last, whole, field)
+    return _ids(bits)
 
 
 def parse_cpumask(text: str, field: str | None = None) -> frozenset[int]:
@@ -177,23 +206,20 @@ def parse_cpumask(text: str, field: str | None = None) -> frozenset[int]:
     are an error.
     """
     if not isinstance(text, str):
-        raise InputError(f'expected a hex mask like "ff,00000001", got {text!r}', field)
+        raise InputError(f'expected a hex mask like "ff,00000001", got {_cut(repr(text))}', field)
     body = re.split(r"[\n\x00]", text, maxsplit=1)[0]
+    shown = _shown(body.strip())
     words = [w for w in _KERNEL_SEPARATORS.split(body) if w]
-    value = 0
     for w in words:
         if not _HEX_WORD.fullmatch(w):
-            raise InputError(
-                f"invalid cpumask {body.strip()!r}: {w!r} is not a 32-bit hex word", field
-            )
-        value = (value << 32) | int(w, 16)
-    if value.bit_length() - 1 > MAX_ID:
-        raise InputError(
-            f"invalid cpumask {body.strip()!r}: id {value.bit_length() - 1} exceeds the maximum "
-            f"{MAX_ID}",
-            field,
-        )
-    return frozenset(i for i in range(value.bit_length()) if value >> i & 1)
+            raise InputError(f"invalid cpumask {shown}: {_shown(w)} is not a 32-bit hex word", field)
+    while words and int(words[0], 16) == 0:
+        del words[0]
+    if words:
+        top = (len(words) - 1) * 32 + int(words[0], 16).bit_length() - 1
+        if top > MAX_ID:
+            raise InputError(f"invalid cpumask {shown}: id {top} exceeds the maximum {MAX_ID}", field)
+    return _ids(int("".join(w.rjust(8, "0") for w in words) or "0", 16))
 
 
 def format_cpumask(ids: Iterable[int], nbits: int | None = None) -> str:
@@ -203,14 +229,16 @@ def format_cpumask(ids: Iterable[int], nbits: int | None = None) -> str:
     has the digits the width needs, the others all 8: ``format_cpumask({0}, 40)`` is
     ``"00,00000001"``.
     """
-    value = 0
-    for i in set(ids):
-        if i < 0:
-            raise ValueError(f"negative id {i}")
-        value |= 1 << i
-    width = max(nbits if nbits is not None else value.bit_length(), 1)
-    if value.bit_length() > width:
-        raise ValueError(f"id {value.bit_length() - 1} does not fit in {width} bits")
+    wanted = set(ids)
+    if any(i < 0 for i in wanted):
+        raise ValueError(f"negative id {min(wanted)}")
+    width = max(nbits if nbits is not None else max(wanted, default=0) + 1, 1)
+    if wanted and max(wanted) >= width:
+        raise ValueError(f"id {max(wanted)} does not fit in {width} bits")
+    bits = bytearray(b"0" * width)
+    for i in wanted:
+        bits[width - 1 - i] = ord("1")
+    value = int(bits, 2)
     digits = f"{value:0{(width + 3) // 4}x}"
     head = len(digits) % 8 or 8
     return ",".join([digits[:head]] + [digits[k : k + 8] for k in range(head, len(digits), 8)])
