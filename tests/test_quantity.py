@@ -197,3 +197,30 @@ def test_parse_quantity_errors_name_the_field(value: object) -> None:
         parse_quantity(value, "zones[0].resources[1].capacity")
     assert e.value.field == "zones[0].resources[1].capacity"
     assert "\n" not in str(e.value)
+
+
+# --------------------------------------------------------------------------------------------
+# every place that names hugepages agrees (sim/cluster once wrote hugepages-0Mi for 64Ki pages)
+# --------------------------------------------------------------------------------------------
+
+
+def test_64ki_pages_are_named_alike_everywhere() -> None:
+    from numalign.machine.nrt import machine_to_nrt, nrt_to_machine
+    from numalign.machine.spec import dump_machine, load_machine
+    from numalign.sim.cluster import cluster_capacity
+
+    m = load_machine(
+        {
+            "numaNodes": [{"id": 0, "memory": "4Gi", "hugepages": {"64Ki": "1Mi", "32Mi": "64Mi"}}],
+            "cpus": [{"id": 0, "core": 0, "socket": 0, "numa": 0}],
+        }
+    )
+    assert m.numa_nodes[0].hugepages == {64 * KI: MI, 32 * MI: 64 * MI}
+    capacity = cluster_capacity([("n0", m)])
+    assert capacity["hugepages-64Ki"] == MI and capacity["hugepages-32Mi"] == 64 * MI
+    assert not any(r.startswith("hugepages-0") for r in capacity)
+    zone = machine_to_nrt(m)["zones"][0]
+    names = {r["name"]: r["capacity"] for r in zone["resources"]}
+    assert names["hugepages-64Ki"] == "1Mi" and names["hugepages-32Mi"] == "64Mi"
+    assert nrt_to_machine(machine_to_nrt(m)).numa_nodes[0].hugepages == m.numa_nodes[0].hugepages
+    assert dump_machine(m)["numaNodes"][0]["hugepages"] == {"64Ki": "1Mi", "32Mi": "64Mi"}
