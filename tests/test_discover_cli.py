@@ -13,9 +13,11 @@ import pytest
 import yaml
 
 from numalign.cli import main
+from numalign.cpulist import parse_cpumask
+from numalign.cpulist import parse_kernel_cpulist as parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.devices_naming import PciDevice, load_rules, parse_rules
-from numalign.machine.sysfs import load_sysfs, parse_cpulist, parse_cpumask, read_sysfs
+from numalign.machine.sysfs import load_sysfs, read_sysfs
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 LINUX = SHARED / "topologies" / "hwloc" / "linux"
@@ -351,10 +353,13 @@ def test_default_rules() -> None:
 
 def test_list_formats() -> None:
     assert parse_cpulist("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
-    assert parse_cpulist("0-7:2") == {0, 2, 4, 6}
+    # the kernel's stride syntax is a-b:used/group (issue 11: "0-7:2" was read as a step)
+    assert parse_cpulist("0-7:2/4") == {0, 1, 4, 5}
+    with pytest.raises(InputError):
+        parse_cpulist("0-7:2")
     assert parse_cpumask("00000000,00000101") == {0, 8}
     assert parse_cpumask("ff,00000000") == set(range(32, 40))
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError):
         parse_cpulist("3-1")
 
 

@@ -20,18 +20,16 @@ from numalign.pods import (
     Pod,
     QOSClass,
     compute_qos,
-    cpu_millis,
     default_uid,
     effective_pod_limits,
     effective_pod_requests,
     guaranteed_cpus,
     parse_pods,
-    parse_quantity,
     pod_guaranteed_cpus,
     pod_qos,
-    quantity_int,
     read_pod_files,
 )
+from numalign.quantity import cpu_millis, parse_quantity, quantity_int
 
 GI = 1 << 30
 MI = 1 << 20

@@ -97,7 +97,7 @@ def test_forged_state_with_a_device_held_twice_is_refused(admitted: tuple[Path, 
 
     def forge(payload: dict[str, Any]) -> None:
         alloc = payload["node"]["devices"]["allocated"]
-        (uid, held), = alloc.items()
+        ((_, held),) = alloc.items()
         alloc["someone-else"] = held
 
     rewrite(state, forge)
@@ -125,7 +125,7 @@ def test_malformed_payloads_give_one_line_errors(admitted: tuple[Path, Path], ca
         rewrite(state, poke)
         for argv in (["state"], ["release", "default/p0"]):
             code = main([argv[0], "--state-dir", str(state), *argv[1:]])
-            out, err = capsys.readouterr()
+            _, err = capsys.readouterr()
             assert code in (0, 2), err
             assert "Traceback" not in err
             if code == 2:
@@ -183,7 +183,7 @@ def test_lock_wait_is_bounded(tmp_path: Path) -> None:
 def test_memory_growth_is_adopted_and_shrink_needs_reconcile(
     admitted: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec, state = admitted
+    _, state = admitted
     bigger = tmp_path / "bigger.yaml"
     bigger.write_text(SPEC % "6Gi")
     p = tmp_path / "more.json"
@@ -202,7 +202,7 @@ def test_memory_growth_is_adopted_and_shrink_needs_reconcile(
                          "--reconcile")
     assert "memory changed" in err
     assert main(["state", "--state-dir", str(state), "--reconcile", "-m", str(smaller)]) == 0
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     assert "dropped default/p1" in err and "kept default/p0" in err
     assert main(["state", "--state-dir", str(state), "-o", "json"]) == 0
     kept = json.loads(capsys.readouterr()[0])

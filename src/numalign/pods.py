@@ -1,7 +1,8 @@
 """Pods as the engine sees them: containers with integer requests and limits, QoS class.
 
-Parsing of Kubernetes manifests (``v1`` Pod, List, multi-document YAML), quantity syntax and
-the QoS / effective-request rules live here too (see ``spec/kubelet.md`` section 7).
+Parsing of Kubernetes manifests (``v1`` Pod, List, multi-document YAML) and the QoS /
+effective-request rules live here too (see ``spec/kubelet.md`` section 7); quantity syntax is
+:mod:`numalign.quantity`'s.
 
 Units inside the engine: ``cpu`` in millicores; ``memory``, ``hugepages-<size>`` and
 ``ephemeral-storage`` in bytes; extended resources (``nvidia.com/gpu``) as counts.
@@ -29,16 +30,14 @@ quantities.
 
 from __future__ import annotations
 
-import math
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from fractions import Fraction
 
 from numalign.errors import InputError
+from numalign.quantity import cpu_millis, is_hugepages_resource, parse_quantity, quantity_int
 from numalign.yamlfiles import read_yaml_documents
 
 
@@ -104,103 +103,9 @@ class Pod:
         return tuple(c for c in self.containers if not c.is_init)
 
 
-# --------------------------------------------------------------------------------------------
-# Quantities
-# --------------------------------------------------------------------------------------------
-
-#: A parsed Kubernetes quantity, exact.
-Quantity = Fraction
-
-_DECIMAL_SUFFIXES: dict[str, Fraction] = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-}
-_BINARY_SUFFIXES: dict[str, Fraction] = {
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
-}
-# sign, mantissa with at least one digit (``1``, ``1.5``, ``.5``, ``1.``), then a suffix
-_QUANTITY_RE = re.compile(r"([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)([A-Za-z]*)([+-]?[0-9]*)")
-_EXPONENT_RE = re.compile(r"[eE]([+-]?[0-9]{1,6})")
-
-
-def parse_quantity(value: object, field: str | None = None) -> Quantity:
-    """Parse a Kubernetes resource quantity exactly.
-
-    Accepts the ``resource.Quantity`` syntax: an optional sign, a decimal number, then one
-    suffix: decimal SI (``n u m k M G T P E``), binary (``Ki Mi Gi Ti Pi Ei``) or a decimal
-    exponent (``1e3``, ``1E-2``; a bare ``E`` is exa). YAML integers and floats are accepted
-    as plain numbers. Anything else (``2Gx``, ``1.2.3``, ``Gi``, ``""``) raises
-    :class:`InputError` naming ``field``. The result is an exact :class:`~fractions.Fraction`
-    (``"1500m"`` -> 3/2, ``"2Gi"`` -> 2147483648).
-    """
-    if isinstance(value, bool):
-        raise InputError(f"invalid quantity {value!r}: expected a number or string", field)
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InputError(f"invalid quantity {value!r}", field)
-        # repr gives the shortest decimal that round-trips: 0.1 -> 1/10, not the binary value
-        return Fraction(Decimal(repr(value)))
-    if not isinstance(value, str):
-        raise InputError(f"invalid quantity {value!r}: expected a number or string", field)
-    bad = f'invalid quantity "{value}"'
-    m = _QUANTITY_RE.fullmatch(value)
-    if m is None:
-        raise InputError(bad, field)
-    sign, mantissa, letters, tail = m.groups()
-    suffix = letters + tail
-    try:
-        number = Fraction(Decimal(mantissa))
-    except (InvalidOperation, ValueError):  # pragma: no cover - the regex admits only numbers
-        raise InputError(bad, field) from None
-    if not tail and letters in _DECIMAL_SUFFIXES:
-        scale = _DECIMAL_SUFFIXES[letters]
-    elif not tail and letters in _BINARY_SUFFIXES:
-        scale = _BINARY_SUFFIXES[letters]
-    else:
-        exp = _EXPONENT_RE.fullmatch(suffix)
-        if exp is None:
-            raise InputError(bad, field)
-        power = int(exp.group(1))
-        if abs(power) > 100:
-            raise InputError(f"{bad}: exponent out of range", field)
-        scale = Fraction(10) ** power
-    result = number * scale
-    return -result if sign == "-" else result
-
-
 def _one_line(text: str) -> str:
     """Error text on one line: user-supplied names may contain line breaks."""
     return text.replace("\r", "\\r").replace("\n", "\\n")
-
-
-def _round_away(q: Fraction) -> int:
-    """Round to an integer away from zero (Kubernetes ``Value``/``MilliValue`` rounding)."""
-    return math.ceil(q) if q >= 0 else math.floor(q)
-
-
-def cpu_millis(q: Fraction) -> int:
-    """Millicores of a cpu quantity, rounded up like ``Quantity.MilliValue``."""
-    return _round_away(q * 1000)
-
-
-def quantity_int(q: Fraction) -> int:
-    """Integer value (bytes, counts), rounded up like ``Quantity.Value``."""
-    return _round_away(q)
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,7 +243,7 @@ def _is_native(resource: str) -> bool:
 
 
 def _overcommit_allowed(resource: str) -> bool:
-    return _is_native(resource) and not resource.startswith("hugepages-")
+    return _is_native(resource) and not is_hugepages_resource(resource)
 
 
 def _engine_units(resource: str, q: Fraction) -> int:

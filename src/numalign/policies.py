@@ -10,11 +10,11 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from numalign import goparse
 from numalign.bitmask import mask_of
 from numalign.errors import InputError
 from numalign.hints import (
@@ -84,10 +84,6 @@ PREFER_CLOSEST = "prefer-closest-numa-nodes"
 MAX_ALLOWABLE = "max-allowable-numa-nodes"
 DEFAULT_MAX_NUMA_NODES = 8
 
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
-
-
 @dataclass(frozen=True)
 class PolicyOptions:
     """Parsed ``topologyManagerPolicyOptions``."""
@@ -98,16 +94,10 @@ class PolicyOptions:
 
 def parse_bool(value: object, name: str) -> bool:
     """Go ``strconv.ParseBool`` with the kubelet's error text."""
-    if isinstance(value, bool):
-        return value
-    text = str(value)
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise InputError(
-        f'bad value for option "{name}": strconv.ParseBool: parsing "{text}": invalid syntax'
-    )
+    try:
+        return goparse.parse_bool(str(value))
+    except goparse.GoSyntaxError as e:
+        raise InputError(f'bad value for option "{name}": {e}') from None
 
 
 def parse_options(raw: Mapping[str, object] | None, field: str = "options") -> PolicyOptions:
@@ -131,23 +121,15 @@ def parse_options(raw: Mapping[str, object] | None, field: str = "options") -> P
     return PolicyOptions(prefer_closest=prefer, max_allowable_numa_nodes=max_nodes)
 
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
 def _parse_max_nodes(value: object) -> int:
     """Go ``strconv.Atoi`` on a 64-bit platform: ASCII digits with an optional sign."""
     text = value if isinstance(value, str) else str(value) if isinstance(value, int) else repr(value)
-    if isinstance(value, bool) or not re.fullmatch(r"[+-]?[0-9]+", text):
+    try:
+        n = goparse.atoi(text)  # a YAML bool is repr'd to "True": invalid syntax, as in Go
+    except goparse.GoSyntaxError as e:
         raise InputError(
-            f'unable to convert policy option to integer "{MAX_ALLOWABLE}": '
-            f'strconv.Atoi: parsing "{text}": invalid syntax'
-        )
-    n = int(text)
-    if not _INT64[0] <= n <= _INT64[1]:
-        raise InputError(
-            f'unable to convert policy option to integer "{MAX_ALLOWABLE}": '
-            f'strconv.Atoi: parsing "{text}": value out of range'
-        )
+            f'unable to convert policy option to integer "{MAX_ALLOWABLE}": {e}'
+        ) from None
     if n < DEFAULT_MAX_NUMA_NODES:
         raise InputError(
             f'the minimum value of "{MAX_ALLOWABLE}" should not be less than '

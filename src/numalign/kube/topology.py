@@ -38,12 +38,19 @@ from numalign.machine.model import Device, ReservedMemory
 from numalign.machine.nrt import machine_to_nrt, nrt_to_machine
 from numalign.node.admission import Node
 from numalign.node.usage import ObservedUsage, apply_observed, numa_amounts
-from numalign.pods import parse_quantity, quantity_int
+from numalign.quantity import (
+    CPU,
+    MEMORY,
+    format_amount,
+    is_hugepages_resource,
+    is_memory_resource,
+    parse_quantity,
+    quantity_int,
+)
 from numalign.resources.cpu import POLICY_NONE as CPU_NONE
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.memory import POLICY_NONE as MEMORY_NONE
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
-from numalign.resources.memory import is_memory_resource
 
 ATTR_CPU_POLICY = "numalign.io/cpuManagerPolicy"
 ATTR_CPU_OPTIONS = "numalign.io/cpuManagerPolicyOptions"
@@ -61,19 +68,6 @@ ANNOTATION_FINGERPRINT = "topology.node.k8s.io/fingerprint"
 FINGERPRINT_METHOD = "numalign-sha256"
 FINGERPRINT_PREFIX = "nfp0v001"
 NRT_USAGE_UID = "numalign.io/nrt-usage"  # the synthetic occupant of published usage
-
-_BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
-
-
-def quantity_text(resource: str, n: int) -> str:
-    """A resource.Quantity string: counts for cpu and devices, binary suffixes for bytes."""
-    if resource == "cpu" or "/" in resource or n <= 0:
-        return str(n)
-    for suffix, shift in _BINARY:
-        if n % (1 << shift) == 0:
-            return f"{n >> shift}{suffix}"
-    return str(n)
-
 
 def pods_fingerprint(keys: Iterable[str]) -> str:
     """A stable hash of the pod set (sorted, de-duplicated ``namespace/name`` or uid keys).
@@ -115,15 +109,15 @@ def build_nrt(node: Node, pod_keys: Iterable[str] | None = None, name: str | Non
     for zone in doc["zones"]:
         nid = int(zone["name"].removeprefix("node-"))
         z = amounts[nid]
-        order = ["cpu", "memory"]
-        order += sorted(r for r in z.capacity if r.startswith("hugepages-"))
+        order = [CPU, MEMORY]
+        order += sorted(r for r in z.capacity if is_hugepages_resource(r))
         order += sorted(r for r in z.capacity if "/" in r)
         zone["resources"] = [
             {
                 "name": r,
-                "capacity": quantity_text(r, z.capacity[r]),
-                "allocatable": quantity_text(r, z.allocatable.get(r, 0)),
-                "available": quantity_text(r, z.available.get(r, 0)),
+                "capacity": format_amount(r, z.capacity[r]),
+                "allocatable": format_amount(r, z.allocatable.get(r, 0)),
+                "available": format_amount(r, z.available.get(r, 0)),
             }
             for r in order
             if r in z.capacity
@@ -211,7 +205,7 @@ def engine_from_nrt(obj: object) -> Node:
         reserved = set(parse_cpulist(attrs[ATTR_RESERVED_CPUS], f"attributes.{ATTR_RESERVED_CPUS}"))
     else:
         for nid, per in amounts.items():
-            cpu = per.get("cpu")
+            cpu = per.get(CPU)
             if cpu and cpu["allocatable"] < cpu["capacity"]:
                 ids = sorted(machine.cpus_by_numa.get(nid, frozenset()))
                 reserved.update(ids[: cpu["capacity"] - cpu["allocatable"]])
@@ -222,11 +216,11 @@ def engine_from_nrt(obj: object) -> Node:
     if mem_policy == MEMORY_STATIC:
         for nid, per in sorted(amounts.items()):
             limits: dict[str, int] = {}
-            huge_total = sum(v["capacity"] for r, v in per.items() if r.startswith("hugepages-"))
+            huge_total = sum(v["capacity"] for r, v in per.items() if is_hugepages_resource(r))
             for r, v in per.items():
-                if r == "memory":
+                if r == MEMORY:
                     limits[r] = max(0, v["capacity"] - v["allocatable"] - huge_total)
-                elif r.startswith("hugepages-"):
+                elif is_hugepages_resource(r):
                     limits[r] = v["capacity"] - v["allocatable"]
             limits = {r: n for r, n in limits.items() if n > 0}
             if limits:
@@ -275,8 +269,8 @@ def _observed(
         where = f"node-{nid}.attributes"
         if ATTR_ASSIGNED_CPUS in attrs:
             cpus[nid] = parse_cpulist(attrs[ATTR_ASSIGNED_CPUS], f"{where}.{ATTR_ASSIGNED_CPUS}")
-        elif "cpu" in per:
-            cpu_counts[nid] = per["cpu"]["allocatable"] - per["cpu"]["available"]
+        elif CPU in per:
+            cpu_counts[nid] = per[CPU]["allocatable"] - per[CPU]["available"]
         if ATTR_MEMORY_GROUP in attrs:
             cells = tuple(sorted(parse_cpulist(attrs[ATTR_MEMORY_GROUP], f"{where}.{ATTR_MEMORY_GROUP}")))
             raw = attrs.get(ATTR_MEMORY_ASSIGNMENTS, "1")

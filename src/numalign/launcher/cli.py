@@ -14,9 +14,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from numalign.cpulist import format_cpulist
 from numalign.errors import InputError, NumalignError
-from numalign.launcher.machine import DEFAULT_POLICY, MIB
-from numalign.launcher.pinning import _cpulist
+from numalign.launcher.machine import DEFAULT_POLICY
+from numalign.quantity import format_bytes
 
 #: request fields (:class:`LaunchRequest` and the launcher configuration) -> their flags
 _FLAGS = {
@@ -167,12 +168,11 @@ def ps_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     table = [("PID", "AGE", "NUMA", "CPUS", "MEMORY", "DEVICES", "COMMAND")]
     for r in rows:
         aff = r["numa_affinity"]
-        mem = " ".join(f"{k}={v // MIB}Mi" if v % MIB == 0 else f"{k}={v}"
-                       for k, v in r["memory"].items()) or "-"
+        mem = " ".join(f"{k}={format_bytes(v)}" for k, v in r["memory"].items()) or "-"
         devs = " ".join(f"{k}={','.join(v)}" for k, v in r["devices"].items()) or "-"
         cmd = " ".join(r["command"]) if r["command"] else "?"
         table.append((str(r["pid"]), _age(r["age_seconds"]),
-                      _cpulist(aff) if aff else "-", r["cpus"] or "-", mem, devs, cmd))
+                      format_cpulist(aff) if aff else "-", r["cpus"] or "-", mem, devs, cmd))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     return ["  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
             for row in table]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from numalign.errors import InputError
+from numalign.quantity import format_bytes
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
@@ -93,7 +94,7 @@ def launcher_machine(
         hosts = [n for n in machine.numa_nodes if n.memory - sum(n.hugepages.values()) >= 2 * RESERVED_MEMORY]
         if not hosts:
             raise InputError(
-                f"no NUMA node has {2 * RESERVED_MEMORY // MIB}Mi of regular memory to reserve "
+                f"no NUMA node has {format_bytes(2 * RESERVED_MEMORY)} of regular memory to reserve "
                 "100Mi for the system (give the machine spec a kubelet.reservedMemory)"
             )
         reserved_memory = (ReservedMemory(hosts[0].id, {"memory": RESERVED_MEMORY}),)

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from numalign.cpulist import format_cpulist, parse_kernel_cpulist
+
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
 
@@ -82,30 +84,10 @@ def _status_list(key: str) -> frozenset[int] | None:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith(key + ":"):
-                return _parse_list(line.split(":", 1)[1])
+                return parse_kernel_cpulist(line.split(":", 1)[1], f"/proc/self/status {key}")
     except OSError:
         return None
     return None
-
-
-# TODO(cpulist): numalign/cpulist.py -- the launcher's two cpulist helpers, kept here
-
-
-def _cpulist(ids: Iterable[int]) -> str:
-    """``ids`` in cpulist syntax (``"0-3,8"``)."""
-    from numalign.cpulist import format_cpulist
-
-    return format_cpulist(ids)
-
-
-def _parse_list(text: str) -> frozenset[int]:
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        a, _, b = part.partition("-")
-        out.update(range(int(a), int(b or a) + 1))
-    return frozenset(out)
 
 
 def usable_mems() -> frozenset[int] | None:
@@ -334,7 +316,7 @@ def run_bound(argv: Sequence[str], env: Mapping[str, str], *, cpus: frozenset[in
     (removed afterwards); its shell-style exit status."""
     mem = frozenset(memory_nodes) if bind == "syscall" else None
     if bind == "numactl":
-        argv = [numactl() or "numactl", f"--membind={_cpulist(memory_nodes)}", "--", *argv]
+        argv = [numactl() or "numactl", f"--membind={format_cpulist(memory_nodes)}", "--", *argv]
     path = None
     if cpus is not None:
         path = make_cpuset(cgroup, cpus, memory_nodes if mem else ()).path

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from numalign.launcher.pinning import _cpulist
+from numalign.cpulist import format_cpulist
 
 if TYPE_CHECKING:
     from numalign.launcher.request import LaunchRequest
@@ -61,9 +61,9 @@ def make_plan(result: PodResult, machine: Machine, request: LaunchRequest, state
                 tuple(mem_nodes), {k: list(v) for k, v in c.devices.items()})
     plan.env = {
         "NUMALIGN_ALLOCATION": result.pod.key,
-        "NUMALIGN_CPUS": _cpulist(c.cpus),
-        "NUMALIGN_NUMA_NODES": _cpulist(plan.numa_nodes),
-        "NUMALIGN_MEMORY_NODES": _cpulist(mem_nodes) if request.binds_memory else "",
+        "NUMALIGN_CPUS": format_cpulist(c.cpus),
+        "NUMALIGN_NUMA_NODES": format_cpulist(plan.numa_nodes),
+        "NUMALIGN_MEMORY_NODES": format_cpulist(mem_nodes) if request.binds_memory else "",
         **device_env(machine, plan.devices),
     }
     if not pin:
@@ -72,7 +72,7 @@ def make_plan(result: PodResult, machine: Machine, request: LaunchRequest, state
     missing = c.cpus - usable_cpus()
     if missing:
         plan.notes.append(
-            f"pinning skipped: CPUs {_cpulist(missing)} are not available to this process "
+            f"pinning skipped: CPUs {format_cpulist(missing)} are not available to this process "
             "(planning for a machine that is not this host?)")
     else:
         plan.pin_cpus = True
@@ -81,7 +81,7 @@ def make_plan(result: PodResult, machine: Machine, request: LaunchRequest, state
         return plan
     allowed = usable_mems()
     if allowed is not None and not set(mem_nodes) <= allowed:
-        plan.notes.append(f"memory binding skipped: NUMA nodes {_cpulist(set(mem_nodes) - allowed)} "
+        plan.notes.append(f"memory binding skipped: NUMA nodes {format_cpulist(set(mem_nodes) - allowed)} "
                           "are not available to this process")
         return plan
     problem = mempolicy_problem()
@@ -126,7 +126,7 @@ def plan_doc(plan: Plan, warnings: Sequence[str] = ()) -> dict[str, Any]:
     return {
         "allocation": pod_doc(plan.result),
         "state_dir": str(plan.state_dir) if plan.state_dir else None,
-        "cpus": _cpulist(plan.cpus),
+        "cpus": format_cpulist(plan.cpus),
         "numa_nodes": list(plan.numa_nodes),
         "memory_nodes": list(plan.memory_nodes),
         "devices": plan.devices,
@@ -150,8 +150,8 @@ def plan_text(plan: Plan, warnings: Sequence[str] = ()) -> str:
         for name, hints in ex["providers"].items():
             lines.append(f"hints {name}: {json.dumps(hints)}")
         lines.append(f"merged hint: {json.dumps(ex['merged'])}")
-    lines.append(f"cpus: {_cpulist(plan.cpus) or '-'}  numa nodes: {_cpulist(plan.numa_nodes) or '-'}"
-                 f"  memory nodes: {_cpulist(plan.memory_nodes) or '-'}")
+    lines.append(f"cpus: {format_cpulist(plan.cpus) or '-'}  numa nodes: {format_cpulist(plan.numa_nodes) or '-'}"
+                 f"  memory nodes: {format_cpulist(plan.memory_nodes) or '-'}")
     for res, ids in plan.devices.items():
         lines.append(f"devices {res}: {','.join(ids)}")
     lines.extend(f"env {k}={v}" for k, v in plan.env.items())

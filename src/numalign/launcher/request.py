@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from numalign.errors import InputError
 from numalign.launcher.runs import CONTAINER, NAMESPACE, Identity
+from numalign.quantity import parse_quantity, quantity_int
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
@@ -29,11 +30,8 @@ GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915")
 _ANN = "numalign.io/"
 
 
-# TODO(quantity): numalign/quantity.py -- the launcher's one quantity helper, kept here
 def _quantity(value: int | str, where: str) -> int:
     """A positive quantity (``4Gi``, ``512Mi``, bytes) as an integer."""
-    from numalign.pods import parse_quantity, quantity_int
-
     q = parse_quantity(value, where)
     if q <= 0:
         raise InputError(f"must be positive, got {value!r}", where)

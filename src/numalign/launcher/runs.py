@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from numalign.errors import StateError
 from numalign.launcher.proc import boot_id, proc_start_time, process_age, process_alive
 from numalign.node import store
+from numalign.node.usage import container_usage
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
@@ -157,20 +158,16 @@ class Holding:
 
 def _holdings(node: Node) -> list[Holding]:
     """Every admitted pod of ``node`` (in the state's order) and what its run container holds."""
-    # TODO(usage): node/usage.py
-    st = node.state
     out = []
-    for uid, pod in st.pods.items():
-        key = pod.get("key")
-        containers = pod.get("containers") or [{}]
+    for uid, record in node.state.pods.items():
+        held = container_usage(node.machine, node.state, uid, CONTAINER)
+        first = record.containers[0] if record.containers else None
         out.append(Holding(
-            key=key if isinstance(key, str) else None,
-            affinity=containers[0].get("affinity"),
-            cpus=st.cpu.assignments.get(uid, {}).get(CONTAINER, frozenset()),
-            memory=tuple((b.type, tuple(b.numa_affinity), b.size)
-                         for b in st.memory.assignments.get(uid, {}).get(CONTAINER, [])),
-            devices={r: list(ids) for r, ids in
-                     st.devices.allocated.get(uid, {}).get(CONTAINER, {}).items()},
+            key=record.key,
+            affinity=None if first is None or first.affinity is None else list(first.affinity),
+            cpus=held.cpus,
+            memory=tuple((b.type, tuple(b.numa_affinity), b.size) for b in held.memory),
+            devices={r: list(ids) for r, ids in held.devices.items()},
         ))
     return out
 
@@ -202,7 +199,7 @@ def _memory_by_kind(blocks: Iterable[tuple[str, tuple[int, ...], int]]) -> dict[
 
 def ps_rows(state_dir: Path) -> tuple[list[dict[str, Any]], int]:
     """Live runs in a state directory (``ps`` rows, JSON-ready), and the number of stale ones."""
-    from numalign.launcher.pinning import _cpulist
+    from numalign.cpulist import format_cpulist
     from numalign.node.session import node_session
 
     if not (state_dir / "state.json").exists():
@@ -226,7 +223,7 @@ def ps_rows(state_dir: Path) -> tuple[list[dict[str, Any]], int]:
                 "allocation": h.key,
                 "command": (entry or {}).get("argv"),
                 "numa_affinity": h.affinity,
-                "cpus": _cpulist(h.cpus),
+                "cpus": format_cpulist(h.cpus),
                 "memory": _memory_by_kind(h.memory),
                 "devices": h.devices,
                 "age_seconds": None if age is None else round(age, 1),

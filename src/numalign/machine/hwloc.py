@@ -30,11 +30,11 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numalign.cpulist import format_cpulist
+from numalign.cpulist import format_cpulist, parse_cpumask
 from numalign.errors import InputError
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode
-from numalign.machine.sysfs import Discovery, parse_cpumask
+from numalign.machine.sysfs import Discovery
 
 _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc", "MemCache"})
 _PLAIN_SUBTYPES = frozenset({"", "DRAM"})
@@ -77,10 +77,12 @@ class _Obj:
         return out
 
 
-def parse_hwloc_bitmap(text: str) -> frozenset[int]:
-    """Parse an hwloc bitmap string (``0x000000ff,0xffffffff``; ``0xf...f,...`` = infinite).
+def parse_hwloc_bitmap(text: str, field: str | None = None) -> frozenset[int]:
+    """Parse an hwloc bitmap string (``0x000000ff,,0xffffffff``; ``0xf...f,...`` = infinite).
 
-    The infinite tail is dropped: only the bits written explicitly count.
+    hwloc writes 32-bit words most significant first like the kernel's masks, but with a
+    ``0x`` prefix and an empty word for a zero word; the infinite tail is dropped (only the
+    bits written explicitly count). The rest is :func:`numalign.cpulist.parse_cpumask`.
     """
     text = text.strip()
     if not text:
@@ -88,7 +90,7 @@ def parse_hwloc_bitmap(text: str) -> frozenset[int]:
     words = text.split(",")
     if words[0] == "0xf...f":
         words = words[1:]
-    return parse_cpumask(",".join(words))
+    return parse_cpumask(",".join(w.strip().removeprefix("0x") or "0" for w in words), field)
 
 
 def _object_type(el: ET.Element, version: int) -> str:

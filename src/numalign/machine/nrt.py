@@ -38,7 +38,16 @@ from typing import Any
 from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode
-from numalign.pods import parse_quantity, quantity_int
+from numalign.quantity import (
+    CPU,
+    MEMORY,
+    format_amount,
+    hugepage_resource_name,
+    hugepage_size,
+    is_hugepages_resource,
+    parse_quantity,
+    quantity_int,
+)
 from numalign.yamlfiles import read_yaml_documents
 
 API_VERSION = "topology.node.k8s.io/v1alpha2"
@@ -57,26 +66,6 @@ _LEGACY_POLICY = {
     "single-numa-node": "SingleNUMANode",
 }
 _LEGACY_SCOPE = {"container": "ContainerLevel", "pod": "PodLevel"}
-
-
-def _quantity_text(n: int) -> str:
-    if n > 0:
-        for suffix, shift in (
-            ("Ei", 60),
-            ("Pi", 50),
-            ("Ti", 40),
-            ("Gi", 30),
-            ("Mi", 20),
-            ("Ki", 10),
-        ):
-            if n % (1 << shift) == 0:
-                return f"{n >> shift}{suffix}"
-    return str(n)
-
-
-def hugepage_resource(size: int) -> str:
-    """``hugepages-2Mi`` for 2 MiB pages (the kubelet's resource name)."""
-    return f"hugepages-{_quantity_text(size)}"
 
 
 def option_attribute(option: str) -> str:
@@ -113,24 +102,23 @@ def machine_to_nrt(
     for n in machine.numa_nodes:
         cpus = sorted(machine.cpus_by_numa.get(n.id, frozenset()))
         amounts: list[tuple[str, int, int]] = []  # name, capacity, allocatable
-        amounts.append(("cpu", len(cpus), len([c for c in cpus if c not in reserved_cpus])))
+        amounts.append((CPU, len(cpus), len([c for c in cpus if c not in reserved_cpus])))
         res_mem = reserved_mem.get(n.id, {})
-        amounts.append(("memory", n.memory, max(0, n.memory - res_mem.get("memory", 0))))
+        amounts.append((MEMORY, n.memory, max(0, n.memory - res_mem.get(MEMORY, 0))))
         for size, total in sorted(n.hugepages.items()):
-            name = hugepage_resource(size)
+            name = hugepage_resource_name(size)
             amounts.append((name, total, max(0, total - res_mem.get(name, 0))))
         for res, cnt in sorted(dev_counts.get(n.id, {}).items()):
             amounts.append((res, cnt, cnt))
         avail = (available or {}).get(n.id, {})
         resources = []
         for name, cap, alloc in amounts:
-            fmt = str if name == "cpu" or "/" in name else _quantity_text
             resources.append(
                 {
                     "name": name,
-                    "capacity": fmt(cap),
-                    "allocatable": fmt(alloc),
-                    "available": fmt(avail.get(name, alloc)),
+                    "capacity": format_amount(name, cap),
+                    "allocatable": format_amount(name, alloc),
+                    "available": format_amount(name, avail.get(name, alloc)),
                 }
             )
         zone: dict[str, Any] = {"name": f"node-{n.id}", "type": "Node"}
@@ -294,19 +282,16 @@ def nrt_to_machine(obj: object) -> Machine:
                 raise InputError("missing capacity", rw)
             q = parse_quantity(r["capacity"], f"{rw}.capacity")
             rname: str = r["name"]
-            if rname == "cpu":
+            if rname == CPU:
                 if q.denominator != 1:
                     raise InputError(
                         f"a zone's cpu must be whole CPUs, got {r['capacity']!r}", f"{rw}.capacity"
                     )
                 n_cpus = int(q)
-            elif rname == "memory":
+            elif rname == MEMORY:
                 memory = quantity_int(q)
-            elif rname.startswith("hugepages-"):
-                size = quantity_int(parse_quantity(rname.removeprefix("hugepages-"), f"{rw}.name"))
-                if size <= 0:
-                    raise InputError(f"bad page size in {rname!r}", f"{rw}.name")
-                huge[size] = quantity_int(q)
+            elif is_hugepages_resource(rname):
+                huge[hugepage_size(rname, f"{rw}.name")] = quantity_int(q)
             elif "/" in rname:
                 count = quantity_int(q)
                 short = rname.rsplit("/", 1)[-1]

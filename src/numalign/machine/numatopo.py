@@ -13,7 +13,7 @@ from typing import Any
 
 from numalign.errors import InputError
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
-from numalign.pods import cpu_millis, parse_quantity
+from numalign.quantity import cpu_millis, parse_quantity
 from numalign.yamlfiles import read_yaml
 
 API_GROUP = "nodeinfo.volcano.sh/"

@@ -16,6 +16,7 @@ from numalign.errors import InputError
 from numalign.machine.devices_naming import load_rules
 from numalign.machine.model import Machine
 from numalign.machine.sysfs import Discovery
+from numalign.quantity import format_bytes, format_bytes_human
 
 FORMATS = ("yaml", "json", "table", "nrt")
 
@@ -75,22 +76,6 @@ def render_discovery(d: Discovery, fmt: str) -> str:
     raise InputError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def _size(n: int) -> str:
-    units = (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10))
-    for unit, shift in units:
-        if n >= 1 << shift:
-            text = f"{n / (1 << shift):.1f}".removesuffix(".0")
-            return f"{text} {unit}"
-    return f"{n} B"
-
-
-def _page(n: int) -> str:
-    for unit, shift in (("Gi", 30), ("Mi", 20), ("Ki", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return str(n)
-
-
 def render_table(m: Machine) -> str:
     """The machine as text: nodes, CPUs, memory, hugepages, devices, distance matrix."""
     online = m.online_cpus
@@ -116,7 +101,7 @@ def render_table(m: Machine) -> str:
     for n in m.numa_nodes:
         cpus = [c for c in online if c.numa == n.id]
         lines.append(f"node {n.id} cpus: {format_cpulist(c.id for c in cpus) or '(none)'}")
-        lines.append(f"node {n.id} size: {_size(n.memory)}")
+        lines.append(f"node {n.id} size: {format_bytes_human(n.memory)}")
         if cpus:
             sockets = sorted({c.socket for c in cpus})
             l3 = {c.uncore_cache for c in cpus if c.uncore_cache is not None}
@@ -126,7 +111,7 @@ def render_table(m: Machine) -> str:
             )
         if n.hugepages:
             parts = [
-                f"{_page(size)} x {total // size}" for size, total in sorted(n.hugepages.items())
+                f"{format_bytes(size)} x {total // size}" for size, total in sorted(n.hugepages.items())
             ]
             lines.append(f"node {n.id} hugepages: {', '.join(parts)}")
         devs = per_node_devices.get(n.id)

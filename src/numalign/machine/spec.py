@@ -83,7 +83,16 @@ from numalign.bitmask import MAX_NUMA_ID
 from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
-from numalign.pods import _one_line, cpu_millis, parse_quantity, quantity_int
+from numalign.pods import _one_line
+from numalign.quantity import (
+    CPU,
+    HUGEPAGES_PREFIX,
+    cpu_millis,
+    format_cpu_millis,
+    parse_quantity,
+    quantity_int,
+)
+from numalign.quantity import format_bytes as quantity_text
 from numalign.yamlfiles import read_yaml
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
@@ -108,9 +117,6 @@ _SHAPE_KEYS = (
 )
 _DISTANCE_KEYS = ("local", "sameSocket", "remote")
 _MAX_SHAPE = 4096  # a sanity bound for shape counts (sockets, cores...)
-
-_BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
-
 
 # --------------------------------------------------------------------------------------------
 # small typed accessors; every one names the field in its error
@@ -208,7 +214,7 @@ def _node_ref(value: object, path: str, nodes: Mapping[int, object]) -> int:
 
 
 def _page_size(key: str, path: str) -> int:
-    text = key.removeprefix("hugepages-")
+    text = key.removeprefix(HUGEPAGES_PREFIX)
     size = _bytes(text, path)
     if size <= 0:
         raise InputError(f"page size must be positive, got {key!r}", path)
@@ -216,16 +222,10 @@ def _page_size(key: str, path: str) -> int:
 
 
 def format_bytes(n: int) -> int | str:
-    """A byte count as the shortest exact binary quantity (``68719476736`` -> ``"64Gi"``)."""
-    if n > 0:
-        for suffix, shift in _BINARY:
-            if n % (1 << shift) == 0:
-                return f"{n >> shift}{suffix}"
-    return n
-
-
-def _format_millis(millis: int) -> str:
-    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+    """A byte count for YAML: the exact binary quantity (``68719476736`` -> ``"64Gi"``) when it
+    has a suffix, else the plain integer (``1000``, ``1536``)."""
+    text = quantity_text(n)
+    return n if -1024 < n < 1024 or text.lstrip("-").isdigit() else text
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def _load_nodes(raw: object) -> dict[int, NumaNode]:
                 nbytes = _bytes(total, hp_path)
                 if nbytes % size:
                     raise InputError(
-                        f"{total} is not a whole number of {key.removeprefix('hugepages-')} pages",
+                        f"{total} is not a whole number of {quantity_text(size)} pages",
                         hp_path,
                     )
                 hugepages[size] = nbytes
@@ -461,7 +461,7 @@ def _reserved(value: object, path: str) -> dict[str, int]:
         q = parse_quantity(v, f"{path}.{key}")
         if q < 0:
             raise InputError(f"must be non-negative, got {v!r}", f"{path}.{key}")
-        out[key] = cpu_millis(q) if key == "cpu" else quantity_int(q)
+        out[key] = cpu_millis(q) if key == CPU else quantity_int(q)
     return out
 
 
@@ -668,11 +668,11 @@ def _dump_kubelet(k: KubeletConfig) -> dict[str, Any]:
     if k.reserved_system_cpus is not None:
         out["reservedSystemCPUs"] = format_cpulist(k.reserved_system_cpus)
     out["systemReserved"] = {
-        r: _format_millis(v) if r == "cpu" else format_bytes(v)
+        r: format_cpu_millis(v) if r == CPU else format_bytes(v)
         for r, v in k.system_reserved.items()
     }
     out["kubeReserved"] = {
-        r: _format_millis(v) if r == "cpu" else format_bytes(v) for r, v in k.kube_reserved.items()
+        r: format_cpu_millis(v) if r == CPU else format_bytes(v) for r, v in k.kube_reserved.items()
     }
     out["memoryManagerPolicy"] = k.memory_manager_policy
     out["reservedMemory"] = [

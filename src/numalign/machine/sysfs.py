@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numalign.cpulist import format_cpulist
+from numalign.cpulist import format_cpulist, parse_cpumask, parse_kernel_cpulist
 from numalign.errors import InputError
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode
@@ -64,57 +64,6 @@ class Discovery:
 
 
 # --------------------------------------------------------------------------- list formats
-
-
-def parse_cpulist(text: str) -> frozenset[int]:
-    """Parse a Linux list (``0-3,8,10-11``; ``1-7:2`` strides). Raises ``ValueError``."""
-    out: set[int] = set()
-    text = text.strip()
-    if not text:
-        return frozenset()
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        stride = 1
-        if ":" in part:
-            part, s = part.split(":", 1)
-            stride = int(s.split("/")[0])
-            if stride < 1:
-                raise ValueError(f"bad stride in {text!r}")
-        if "-" in part:
-            lo_s, hi_s = part.split("-", 1)
-            lo, hi = int(lo_s), int(hi_s)
-            if lo < 0 or hi < lo:
-                raise ValueError(f"bad range {part!r}")
-            out.update(range(lo, hi + 1, stride))
-        else:
-            v = int(part)
-            if v < 0:
-                raise ValueError(f"negative id {part!r}")
-            out.add(v)
-    return frozenset(out)
-
-
-def parse_cpumask(text: str) -> frozenset[int]:
-    """Parse a hex mask of comma-separated 32-bit words, most significant first (``ff,0000000f``)."""
-    words = [w.strip().removeprefix("0x") for w in text.strip().split(",")]
-    value = 0
-    for w in words:
-        if not w:
-            w = "0"
-        value = (value << 32) | int(w, 16)
-    out: set[int] = set()
-    bit = 0
-    while value:
-        if value & 1:
-            out.add(bit)
-        value >>= 1
-        bit += 1
-    return frozenset(out)
-
-
-# --------------------------------------------------------------------------- capture handling
 
 
 def is_tarball(path: str | Path) -> bool:
@@ -289,8 +238,8 @@ def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
     online_set: frozenset[int] | None = None
     if online_txt is not None:
         try:
-            online_set = parse_cpulist(online_txt)
-        except ValueError:
+            online_set = parse_kernel_cpulist(online_txt)
+        except InputError:
             warnings.append(f"{base}/online is unparsable ({online_txt!r}); using cpuN/online")
     out: dict[int, _RawCpu] = {}
     no_topo: list[int] = []
@@ -310,12 +259,12 @@ def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
         try:
             sib = fs.text(f"{d}/topology/thread_siblings_list")
             if sib is not None:
-                siblings = parse_cpulist(sib)
+                siblings = parse_kernel_cpulist(sib)
             else:
                 sib = fs.text(f"{d}/topology/thread_siblings")
                 if sib is not None:
                     siblings = parse_cpumask(sib)
-        except ValueError:
+        except InputError:
             siblings = None
         if siblings is not None and c not in siblings:
             siblings = None
@@ -332,12 +281,12 @@ def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
                 shared = fs.text(f"{d}/cache/{idx}/shared_cpu_list")
                 try:
                     if shared is not None:
-                        l3 = min(parse_cpulist(shared), default=None)
+                        l3 = min(parse_kernel_cpulist(shared), default=None)
                     else:
                         mask = fs.text(f"{d}/cache/{idx}/shared_cpu_map")
                         if mask is not None:
                             l3 = min(parse_cpumask(mask), default=None)
-                except ValueError:
+                except InputError:
                     l3 = None
             break
         out[c] = _RawCpu(c, online, package, core_id, die, l3, siblings)
@@ -364,15 +313,15 @@ def _read_node(fs: _Fs, n: int, warnings: list[str]) -> _RawNode:
     t = fs.text(f"{d}/cpulist")
     if t is not None:
         try:
-            cpus = parse_cpulist(t)
-        except ValueError:
+            cpus = parse_kernel_cpulist(t)
+        except InputError:
             warnings.append(f"node {n}: cpulist unparsable ({t!r})")
     if cpus is None:
         t = fs.text(f"{d}/cpumap")
         if t is not None:
             try:
                 cpus = parse_cpumask(t)
-            except ValueError:
+            except InputError:
                 warnings.append(f"node {n}: cpumap unparsable ({t!r})")
     if cpus is None:
         links = _numbered(fs.listdir(d), _CPU_RE)
@@ -425,8 +374,8 @@ def _read_nodes(
         if t is None:
             return None
         try:
-            return parse_cpulist(t)
-        except ValueError:
+            return parse_kernel_cpulist(t)
+        except InputError:
             warnings.append(f"{base}/{name} unparsable ({t!r})")
             return None
 
@@ -486,12 +435,12 @@ def _locality_from_cpus(fs: _Fs, rel: str, node_cpus: dict[int, frozenset[int]])
     try:
         t = fs.text(f"{rel}/local_cpulist")
         if t is not None:
-            local = parse_cpulist(t)
+            local = parse_kernel_cpulist(t)
         else:
             t = fs.text(f"{rel}/local_cpus")
             if t is not None:
                 local = parse_cpumask(t)
-    except ValueError:
+    except InputError:
         return ()
     if not local:
         return ()

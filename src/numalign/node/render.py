@@ -9,6 +9,7 @@ from numalign.bitmask import format_mask, ids_of
 from numalign.cpulist import format_cpulist
 from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.node.admission import ContainerResult, Node, PodResult
+from numalign.quantity import format_bytes, is_memory_resource
 from numalign.scopes import Decision
 
 #: Rule-generated hint sets are listed in full up to this many masks in explanations.
@@ -83,15 +84,8 @@ def _mem(memory: dict[str, dict[str, int]]) -> str:
     parts = []
     for node, res in memory.items():
         for name, size in res.items():
-            parts.append(f"{name}@{node}={_bytes(size)}")
+            parts.append(f"{name}@{node}={format_bytes(size)}")
     return " ".join(parts) or "-"
-
-
-def _bytes(n: int) -> str:
-    for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size}{unit}"
-    return str(n)
 
 
 def results_table(results: list[PodResult]) -> str:
@@ -155,8 +149,8 @@ def state_table(node: Node) -> str:
             a, b = z["available"].get(r), z["allocatable"].get(r)
             if a is None:
                 row.append("-")
-            elif r == "memory" or r.startswith("hugepages-"):
-                row.append(f"{_bytes(a)}/{_bytes(b or 0)}")
+            elif is_memory_resource(r):
+                row.append(f"{format_bytes(a)}/{format_bytes(b or 0)}")
             else:
                 row.append(f"{a}/{b}")
         rows.append(row)

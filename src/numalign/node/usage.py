@@ -40,11 +40,11 @@ from numalign.pods import (
     pod_guaranteed_cpus,
 )
 from numalign.policies import Scope
+from numalign.quantity import CPU, MEMORY, hugepage_resource_name, is_memory_resource
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
-from numalign.resources.memory import MEMORY, Block, hugepage_resource_name, is_memory_resource
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
+from numalign.resources.memory import Block
 
-CPU = "cpu"
 #: the uid under which observed usage is recorded (not a pod numalign admitted)
 OBSERVED_UID = "numalign.io/observed-usage"
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from numalign import goparse
 from numalign.bitmask import ids_of, mask_of
 from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import (
@@ -61,7 +62,6 @@ __all__ = [
     "StaticPolicyOptions",
     "min_affinity_size",
     "new_cpu_state",
-    "parse_go_bool",
     "parse_static_policy_options",
     "reserved_cpus",
 ]
@@ -87,22 +87,10 @@ STABLE_OPTIONS = frozenset({FULL_PCPUS_ONLY})
 ALPHA_GATE = "CPUManagerPolicyAlphaOptions"  # default off
 BETA_GATE = "CPUManagerPolicyBetaOptions"  # default on
 
-_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
 
 # --------------------------------------------------------------------------------------------
 # Options
 # --------------------------------------------------------------------------------------------
-
-
-def parse_go_bool(value: str) -> bool:
-    """Go ``strconv.ParseBool``; raises ValueError with Go's message."""
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ValueError(f'strconv.ParseBool: parsing "{value}": invalid syntax')
 
 
 @dataclass(frozen=True)
@@ -154,8 +142,8 @@ def parse_static_policy_options(
             )
         raw = options[name]
         try:
-            values[_FIELDS[name]] = parse_go_bool(str(raw))
-        except ValueError as e:
+            values[_FIELDS[name]] = goparse.parse_bool(str(raw))
+        except goparse.GoSyntaxError as e:
             raise InputError(f'bad value for option "{name}": {e}', _FIELD) from None
     opts = StaticPolicyOptions(**values)
 

@@ -50,6 +50,7 @@ from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Machine
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
+from numalign.quantity import MEMORY, hugepage_resource_name, is_memory_resource
 
 __all__ = [
     "POLICY_NONE",
@@ -62,7 +63,6 @@ __all__ = [
     "calculate_hints",
     "container_requests",
     "default_machine_state",
-    "hugepage_resource_name",
     "machine_states_equivalent",
     "new_memory_state",
     "pod_requests",
@@ -70,31 +70,6 @@ __all__ = [
 
 POLICY_NONE = "None"
 POLICY_STATIC = "Static"
-MEMORY = "memory"
-HUGEPAGES_PREFIX = "hugepages-"
-
-_BINARY_SUFFIXES = (
-    ("Ei", 1 << 60),
-    ("Pi", 1 << 50),
-    ("Ti", 1 << 40),
-    ("Gi", 1 << 30),
-    ("Mi", 1 << 20),
-    ("Ki", 1 << 10),
-)
-
-
-def hugepage_resource_name(page_size: int) -> str:
-    """Kubernetes resource name of a hugepage size in bytes: 2097152 -> ``hugepages-2Mi``."""
-    if page_size <= 0:
-        raise InputError(f"hugepage size must be positive, got {page_size}")
-    for suffix, unit in _BINARY_SUFFIXES:
-        if page_size % unit == 0:
-            return f"{HUGEPAGES_PREFIX}{page_size // unit}{suffix}"
-    return f"{HUGEPAGES_PREFIX}{page_size}"
-
-
-def is_memory_resource(name: str) -> bool:
-    return name == MEMORY or name.startswith(HUGEPAGES_PREFIX)
 
 
 # --------------------------------------------------------------------------------------------
@@ -558,7 +533,7 @@ class MemoryManager:
     ``kubelet.memory_manager_policy`` (``None`` or ``Static``).
     """
 
-    name = "memory"
+    name = MEMORY
 
     def __init__(self, machine: Machine, state: MemoryState | None = None) -> None:
         self.machine = machine

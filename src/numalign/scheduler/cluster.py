@@ -21,10 +21,7 @@ import numpy.typing as npt
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.pods import Pod, effective_pod_requests
-from numalign.resources.memory import hugepage_resource_name
-
-CPU = "cpu"
-MEMORY = "memory"
+from numalign.quantity import CPU, MEMORY, hugepage_resource_name, is_hugepages_resource
 
 
 def node_allocatable(machine: Machine) -> dict[str, int]:
@@ -46,7 +43,7 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
             out[name] = out.get(name, 0) + total
     for r in kc.reserved_memory:
         for name, amount in r.limits.items():
-            if name.startswith("hugepages-"):
+            if is_hugepages_resource(name):
                 out[name] = max(0, out.get(name, 0) - amount)
     for d in machine.devices:
         if d.healthy:

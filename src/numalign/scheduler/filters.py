@@ -20,9 +20,9 @@ from numalign.node.usage import cpus_numa_nodes, numa_amounts, pod_numa_nodes
 from numalign.pod_policy import pod_policy
 from numalign.pods import Pod, QOSClass, effective_pod_requests
 from numalign.policies import Policy, Scope, TopologyPolicy
-from numalign.resources.cpu import CPU, CpuManager
+from numalign.quantity import CPU, is_memory_resource
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
-from numalign.resources.memory import is_memory_resource
+from numalign.resources.cpu import CpuManager
 from numalign.scopes import admit
 
 

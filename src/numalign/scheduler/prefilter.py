@@ -27,10 +27,10 @@ import numpy.typing as npt
 
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
-from numalign.node.usage import CPU, fewest_nodes, numa_capacities, numa_demand, numa_free
+from numalign.node.usage import fewest_nodes, numa_capacities, numa_demand, numa_free
 from numalign.pods import Pod
 from numalign.policies import Policy, Scope
-from numalign.resources.memory import MEMORY, hugepage_resource_name
+from numalign.quantity import CPU, MEMORY, hugepage_resource_name
 
 
 class NumaPrefilter:

@@ -25,8 +25,9 @@ import numpy as np
 
 from numalign.node.admission import PodResult
 from numalign.pods import Pod
+from numalign.quantity import CPU, MEMORY
 from numalign.scheduler import scorers
-from numalign.scheduler.cluster import CPU, MEMORY, Cluster
+from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile

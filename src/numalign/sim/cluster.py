@@ -36,6 +36,7 @@ from typing import Any
 from numalign.errors import InputError
 from numalign.machine.model import Machine
 from numalign.machine.spec import load_machine
+from numalign.quantity import hugepage_resource_name
 from numalign.yamlfiles import read_yaml
 
 NodeList = list[tuple[str, Machine]]
@@ -381,9 +382,7 @@ def cluster_capacity(nodes: Sequence[tuple[str, Machine]]) -> dict[str, int]:
         out["memory"] = out.get("memory", 0) + sum(n.memory for n in m.numa_nodes)
         for n in m.numa_nodes:
             for size, total in n.hugepages.items():
-                key = (
-                    f"hugepages-{size >> 30}Gi" if size >= 1 << 30 else f"hugepages-{size >> 20}Mi"
-                )
+                key = hugepage_resource_name(size)
                 out[key] = out.get(key, 0) + total
         for d in m.devices:
             if d.healthy:
