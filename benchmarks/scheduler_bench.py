@@ -14,7 +14,7 @@ from typing import Any
 from benchmarks.timing import median_ms, p99_ms
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.sim.cluster import load_cluster
-from numalign.sim.workloads import parse_workload_spec
+from numalign.sim.sources import parse_workload_spec
 
 NODES = 5000
 PODS = 10_000

@@ -14,7 +14,7 @@ from numalign.scheduler.scheduler import num_feasible_nodes_to_find
 from numalign.scheduler.scorers import least_numa_nodes, volcano_numa_aware
 from numalign.sim.cluster import builtin_cluster
 from numalign.sim.runner import simulate
-from numalign.sim.workloads import parse_workload_spec
+from numalign.sim.sources import parse_workload_spec
 
 
 def test_volcano_design_example() -> None:

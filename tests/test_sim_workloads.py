@@ -11,8 +11,9 @@ from conftest import REPO, SHARED, shared_path
 from numalign.errors import InputError
 from numalign.pods import ContainerKind, QOSClass, effective_pod_requests, guaranteed_cpus
 from numalign.sim.cluster import builtin_cluster, cluster_capacity
+from numalign.sim.sources import parse_workload_spec
 from numalign.sim.synthetic import SyntheticParams, generate
-from numalign.sim.workloads import Arrival, Workload, parse_workload_spec
+from numalign.sim.workloads import Arrival, Workload
 
 # -- synthetic ------------------------------------------------------------------------------
 

@@ -174,3 +174,23 @@ def test_numa_demand_and_fewest_nodes() -> None:
     assert usage.fewest_nodes([3, 3, 3], 7) == 3 and usage.fewest_nodes([3], 99) == 1
     burstable = pod("b", [(2, 100, 0, 0)], guaranteed=False)
     assert usage.numa_demand(node.machine, burstable, Scope.POD) == [{}]
+
+
+@SETTINGS
+@given(st.sampled_from(POLICIES), pods)
+def test_extender_assumed_count_equals_the_filter_count(policy: str, specs: Any) -> None:
+    from numalign.kube.extender import ExtenderCore
+
+    node = Node(machine(policy))
+    core = ExtenderCore()
+    core.set_nodes({"n1": build_nrt(node, name="n1")})
+    mirror = engine_from_nrt(build_nrt(node, name="n1"))
+    for i, (cs, guaranteed) in enumerate(specs):
+        p = pod(f"p{i}", cs, guaranteed)
+        expected = exact_filter(mirror, p)
+        passed, _ = core.filter(p, ["n1"])
+        assert (passed == ["n1"]) == expected.passed
+        if expected.passed:
+            assert expected.planned is not None
+            mirror.commit(expected.planned)
+            assert core.nodes["n1"].assumed[p.uid].numa_count == expected.numa_count

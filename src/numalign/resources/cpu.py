@@ -45,6 +45,7 @@ from numalign.errors import (
 from numalign.hints import GeneratedHints, ProviderHints, TopologyHint
 from numalign.machine.model import Machine
 from numalign.pods import Container, ContainerKind, Pod, guaranteed_cpus, pod_guaranteed_cpus
+from numalign.quantity import CPU
 from numalign.resources.cpu_assignment import (
     CpuAssignmentError,
     CpuTopology,
@@ -68,7 +69,6 @@ __all__ = [
 
 POLICY_NONE = "none"
 POLICY_STATIC = "static"
-CPU = "cpu"
 
 FULL_PCPUS_ONLY = "full-pcpus-only"
 DISTRIBUTE_CPUS_ACROSS_NUMA = "distribute-cpus-across-numa"

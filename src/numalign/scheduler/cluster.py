@@ -88,6 +88,19 @@ class Cluster:
             np.array(v, dtype=np.int64) for v in by_machine.values()
         ]
         self.max_numa = max((len(n.machine.numa_nodes) for n in self.nodes), default=1)
+        #: the columns node-level scores look at (kube-scheduler's default: cpu and memory)
+        self.score_cols: tuple[int, int] = (self.col[CPU], self.col[MEMORY])
+        self._percent: dict[int, npt.NDArray[np.float64]] = {}
+
+    def percent_of_allocatable(self, col: int) -> npt.NDArray[np.float64]:
+        """Per node, 100 / allocatable of resource column ``col`` (0 where none is
+        allocatable): one unit as a percentage of the node's allocatable. Computed once."""
+        hit = self._percent.get(col)
+        if hit is None:
+            alloc = self.allocatable[:, col].astype(np.float64)
+            hit = np.ascontiguousarray(np.divide(100.0, alloc, out=np.zeros_like(alloc), where=alloc > 0))
+            self._percent[col] = hit
+        return hit
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64] | None:
         """The pod's node-level request (effective requests); None if it asks for a resource

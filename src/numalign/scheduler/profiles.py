@@ -8,6 +8,11 @@
   only) and its numa-aware score (weight 10) on top of LeastAllocated.
 * ``numalign`` - the node engine is the filter (exact); LeastAllocated + LeastNUMANodes,
   searched best-first so that only the nodes that can still win are checked.
+
+A profile holds its strategies themselves (functions and objects from
+:mod:`numalign.scheduler.filters` and :mod:`numalign.scheduler.scorers`), resolved once
+here: the scheduler and the extender call them, and never look at a strategy's name.
+To add a profile, add one line to :data:`PROFILES`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ from numalign.errors import InputError
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter, volcano_filter
+from numalign.scheduler.scorers import (
+    LeastNumaNodes,
+    NodeScore,
+    NumaScore,
+    VolcanoNumaAware,
+    least_allocated,
+)
 
 Filter = Callable[[Node, Pod], FilterResult]
 
@@ -26,10 +38,12 @@ Filter = Callable[[Node, Pod], FilterResult]
 @dataclass(frozen=True)
 class Profile:
     name: str
+    #: the NUMA filter (None: topology-blind, the node decides after binding)
     filter: Filter | None
-    node_score: str = "least-allocated"  # least-allocated | most-allocated | balanced
+    node_score: NodeScore = least_allocated
     node_weight: int = 1
-    numa_score: str = "none"  # none | least-numa-nodes | volcano
+    #: the NUMA score of the nodes that passed the filter (None: none)
+    numa_score: NumaScore | None = None
     numa_weight: int = 1
     #: the scheduler already knows the node's decision (exact filter): binding never fails
     exact: bool = False
@@ -38,8 +52,8 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "default": Profile("default", None),
     "nrt-snn": Profile("nrt-snn", nrt_snn_filter),
-    "volcano": Profile("volcano", volcano_filter, numa_score="volcano", numa_weight=10),
-    "numalign": Profile("numalign", exact_filter, numa_score="least-numa-nodes", exact=True),
+    "volcano": Profile("volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10),
+    "numalign": Profile("numalign", exact_filter, numa_score=LeastNumaNodes(), exact=True),
 }
 
 

@@ -5,11 +5,12 @@
    (ties by node order).
 3. **NUMA filter** of the profile on candidates in that order, cached per (node, node
    version, pod shape): a node that refused a pod shape is not asked again until it changes.
-   With the ``least-numa-nodes`` score the walk is branch-and-bound: it stops once no later
-   candidate can beat the best total even with a perfect NUMA score, so the chosen node is the
-   best-scoring node that passes the filter - the same node as filtering everything first.
-   With Volcano's relative score, ``nodes_to_score`` feasible nodes are collected first
-   (kube-scheduler's ``numFeasibleNodesToFind``), then scored.
+   With an absolute NUMA score (LeastNUMANodes), or none, the walk is branch-and-bound: it
+   stops once no later candidate can beat the best total even with the best NUMA score it
+   could get there (:meth:`~numalign.scheduler.scorers.NumaScore.bound`), so the chosen node
+   is the best-scoring node that passes the filter - the same node as filtering everything
+   first. With a relative NUMA score (Volcano's), ``nodes_to_score`` feasible nodes are
+   collected first (kube-scheduler's ``numFeasibleNodesToFind``), then scored.
 4. **Reserve/bind**: the node's own admission runs (for the exact profile, the state planned
    in the filter is committed - it is what the node computes); a rejection is the kubelet's
    rejection (``TopologyAffinityError`` ...), reported to the caller.
@@ -25,8 +26,6 @@ import numpy as np
 
 from numalign.node.admission import PodResult
 from numalign.pods import Pod
-from numalign.quantity import CPU, MEMORY
-from numalign.scheduler import scorers
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.prefilter import NumaPrefilter
@@ -74,20 +73,14 @@ class Scheduler:
         self.profile = profile
         self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
-        self._score_cols = [cluster.col[CPU], cluster.col[MEMORY]]
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
-        alloc_f = cluster.allocatable[:, self._score_cols].astype(np.float64)
-        #: 100 / allocatable (0 where nothing is allocatable: such a column scores 0)
-        inv = np.divide(100.0, alloc_f, out=np.zeros_like(alloc_f), where=alloc_f > 0)
-        self._inv_alloc = [np.ascontiguousarray(inv[:, 0]), np.ascontiguousarray(inv[:, 1])]
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
-        # the per-node NUMA demand model behind the LeastNUMANodes bounds (the prefilter's)
+        numa = profile.numa_score
+        # the per-node NUMA demand model behind an absolute NUMA score's bounds (the prefilter's)
         self._demand_model = self.prefilter or (
-            NumaPrefilter([n.node for n in cluster.nodes])
-            if profile.numa_score == "least-numa-nodes"
-            else None
+            NumaPrefilter([n.node for n in cluster.nodes]) if numa is not None and not numa.relative else None
         )
         #: node -> (version, pod uid, exact filter result) of the last plan made this cycle
         self._planned: dict[int, tuple[int, str, FilterResult]] = {}
@@ -107,18 +100,9 @@ class Scheduler:
         return res, True
 
     def _node_scores(self, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        c = self.cluster
-        cols = self._score_cols
         p = self.profile
-        if p.node_score == "least-allocated":
-            # mean over cpu and memory of (allocatable - requested) / allocatable x 100
-            cpu = np.clip((c.free[idx, cols[0]] - vec[cols[0]]) * self._inv_alloc[0][idx], 0.0, 100.0)
-            mem = np.clip((c.free[idx, cols[1]] - vec[cols[1]]) * self._inv_alloc[1][idx], 0.0, 100.0)
-            out: np.ndarray[Any, Any] = (cpu + mem) * (0.5 * p.node_weight)
-            return out
-        fn = {"most-allocated": scorers.most_allocated, "balanced": scorers.balanced_allocation}[p.node_score]
-        out = fn(c.allocatable[idx], c.requested[idx] + vec, cols) * p.node_weight
-        return out
+        out: np.ndarray[Any, Any] = p.node_score(self.cluster, idx, vec)
+        return out if p.node_weight == 1 else out * p.node_weight
 
     # ----------------------------------------------------------------- schedule
 
@@ -143,28 +127,50 @@ class Scheduler:
             j = next(order)
             return Placement(int(idx[j]), c.nodes[int(idx[j])].name, 0, float(scores[j])), None, 0
         shape = pod_shape(pod)
+        numa = p.numa_score
+        if numa is not None and numa.relative:
+            return self._select_relative(pod, shape, idx, scores, order)
+        return self._select_best_first(pod, shape, idx, scores, order)
+
+    def _select_relative(
+        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], order: Iterator[int]
+    ) -> tuple[Placement | None, str | None, int]:
+        """Collect ``nodes_to_score`` feasible nodes, then score them all (Volcano)."""
+        c = self.cluster
+        p = self.profile
+        assert p.numa_score is not None
         checks = 0
         reason = "no node passed the NUMA filter"
-        if p.numa_score == "volcano":
-            found: list[tuple[int, float, int]] = []
-            for j in order:
-                i = int(idx[j])
-                res, miss = self._filter(i, pod, shape)
-                checks += miss
-                if res.passed:
-                    found.append((i, float(scores[j]), res.numa_count))
-                    if len(found) >= self.nodes_to_score:
-                        break
-                else:
-                    reason = res.reason
-            if not found:
-                return None, reason, checks
-            numa = scorers.volcano_numa_aware([f[2] for f in found], p.numa_weight)
-            best = max(range(len(found)), key=lambda k: (found[k][1] + numa[k], -k))
-            i, s, n = found[best]
-            return Placement(i, c.nodes[i].name, n, s + numa[best]), None, checks
-        least_numa = p.numa_score == "least-numa-nodes"
-        bound = self._numa_bounds(pod, shape) if least_numa else None
+        found: list[tuple[int, float, int]] = []
+        for j in order:
+            i = int(idx[j])
+            res, miss = self._filter(i, pod, shape)
+            checks += miss
+            if res.passed:
+                found.append((i, float(scores[j]), res.numa_count))
+                if len(found) >= self.nodes_to_score:
+                    break
+            else:
+                reason = res.reason
+        if not found:
+            return None, reason, checks
+        w = p.numa_weight
+        numa = [w * v for v in p.numa_score.scores([f[2] for f in found], c.max_numa)]
+        best = max(range(len(found)), key=lambda k: (found[k][1] + numa[k], -k))
+        i, s, n = found[best]
+        return Placement(i, c.nodes[i].name, n, s + numa[best]), None, checks
+
+    def _select_best_first(
+        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], order: Iterator[int]
+    ) -> tuple[Placement | None, str | None, int]:
+        """Branch and bound over the candidates, best node score first (absolute or no NUMA
+        score: without one, every bound is 0 and the first node that passes wins)."""
+        c = self.cluster
+        numa = self.profile.numa_score
+        w = self.profile.numa_weight
+        checks = 0
+        reason = "no node passed the NUMA filter"
+        bound = self._numa_bounds(pod, shape) if numa is not None else None
         bound_max = float(bound[idx].max()) if bound is not None else 0.0
         best_placement: Placement | None = None
         for j in order:
@@ -181,18 +187,16 @@ class Scheduler:
                 reason = res.reason
                 continue
             total = s
-            if least_numa:
-                total += p.numa_weight * scorers.least_numa_nodes(res.numa_count, c.max_numa)
+            if numa is not None:
+                total += w * numa.scores((res.numa_count,), c.max_numa)[0]
             if best_placement is None or total > best_placement.score:
                 best_placement = Placement(i, c.nodes[i].name, res.numa_count, total)
-            if not least_numa:
-                break
         if best_placement is None:
             return None, reason, checks
         return best_placement, None, checks
 
     def _numa_bounds(self, pod: Pod, shape: Any) -> np.ndarray[Any, Any]:
-        """Per node, the highest weighted LeastNUMANodes score the pod could get there.
+        """Per node, the highest weighted NUMA score the pod could get there.
 
         A pod that gets NUMA-bound resources on a node (exclusive CPUs, static memory,
         devices with topology) uses at least one NUMA node there; one that gets none scores
@@ -201,13 +205,14 @@ class Scheduler:
         hit = self._bounds.get(shape)
         if hit is not None:
             return hit
-        assert self._demand_model is not None
+        assert self._demand_model is not None and self.profile.numa_score is not None
+        numa = self.profile.numa_score
         c = self.cluster
         out = np.empty(len(c.nodes), dtype=np.float64)
         for members in c.groups:
             node = c.nodes[int(members[0])].node
             fewest = self._demand_model.min_numa_nodes(node, pod)
-            out[members] = float(scorers.least_numa_nodes(fewest, c.max_numa)) * self.profile.numa_weight
+            out[members] = float(numa.bound(fewest, c.max_numa)) * self.profile.numa_weight
         self._bounds[shape] = out
         return out
 

@@ -1,43 +1,76 @@
-"""Scoring strategies: small interchangeable functions (scheduler-plugins style).
+"""Scoring strategies: small interchangeable pieces a :class:`~numalign.scheduler.Profile`
+holds (scheduler-plugins style). All scores are 0-100 before the profile's weight.
 
-Node-level scores are vectorised over candidate nodes; NUMA-level scores take the number of
-NUMA nodes each candidate would use. All scores are 0-100 before weighting.
+* **Node scores** (:data:`NodeScore`) are functions ``(cluster, idx, vec) -> scores``,
+  vectorised over the candidate node indices ``idx`` of a :class:`Cluster`, for a pod whose
+  node-level request vector is ``vec``: kube-scheduler's ``NodeResourcesFit`` strategies over
+  cpu and memory, *after* placing the pod.
+* **NUMA scores** (:class:`NumaScore`) score the number of NUMA nodes the pod would use on
+  each candidate that passed the NUMA filter. An *absolute* one (LeastNUMANodes) scores each
+  candidate on its own, so the scheduler can search best-first with :meth:`NumaScore.bound`;
+  a *relative* one (Volcano's) needs every feasible candidate's count first.
+
+To add a strategy: write it here (a function, or a :class:`NumaScore` subclass), and name it
+in a profile in :mod:`numalign.scheduler.profiles`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+if TYPE_CHECKING:
+    from numalign.scheduler.cluster import Cluster
+
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+#: ``(cluster, candidate node indices, pod request vector) -> 0..100 per candidate``
+NodeScore = Callable[["Cluster", I64, I64], F64]
 
 
-def least_allocated(alloc: npt.NDArray[np.int64], requested: npt.NDArray[np.int64], cols: Sequence[int]) -> F64:
-    """kube-scheduler NodeResourcesFit LeastAllocated over ``cols`` (cpu, memory), after placement."""
-    a = alloc[:, cols].astype(np.float64)
-    r = requested[:, cols].astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per = np.where(a > 0, (a - r) * 100.0 / a, 0.0)
-    out: F64 = np.clip(per, 0, 100).mean(axis=1)
+# ------------------------------------------------------------------------- node level
+
+
+def least_allocated(cluster: Cluster, idx: I64, vec: I64) -> F64:
+    """kube-scheduler NodeResourcesFit LeastAllocated: the mean over cpu and memory of
+    ``(allocatable - requested) / allocatable x 100`` after placement (0 where nothing of a
+    resource is allocatable)."""
+    cpu_col, mem_col = cluster.score_cols
+    cpu = np.clip(
+        (cluster.free[idx, cpu_col] - vec[cpu_col]) * cluster.percent_of_allocatable(cpu_col)[idx], 0.0, 100.0
+    )
+    mem = np.clip(
+        (cluster.free[idx, mem_col] - vec[mem_col]) * cluster.percent_of_allocatable(mem_col)[idx], 0.0, 100.0
+    )
+    out: F64 = (cpu + mem) * 0.5
     return out
 
 
-def most_allocated(alloc: npt.NDArray[np.int64], requested: npt.NDArray[np.int64], cols: Sequence[int]) -> F64:
-    """MostAllocated (bin packing) over ``cols``, after placement."""
-    out: F64 = 100.0 - least_allocated(alloc, requested, cols)
+def most_allocated(cluster: Cluster, idx: I64, vec: I64) -> F64:
+    """MostAllocated (bin packing) over cpu and memory, after placement."""
+    out: F64 = 100.0 - least_allocated(cluster, idx, vec)
     return out
 
 
-def balanced_allocation(alloc: npt.NDArray[np.int64], requested: npt.NDArray[np.int64], cols: Sequence[int]) -> F64:
-    """BalancedAllocation: (1 - std of utilisation fractions) x 100."""
-    a = alloc[:, cols].astype(np.float64)
-    r = requested[:, cols].astype(np.float64)
+def balanced_allocation(cluster: Cluster, idx: I64, vec: I64) -> F64:
+    """BalancedAllocation: (1 - std of the cpu and memory utilisation fractions) x 100,
+    after placement."""
+    cols = list(cluster.score_cols)
+    a = cluster.allocatable[idx][:, cols].astype(np.float64)
+    r = (cluster.requested[idx] + vec)[:, cols].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(a > 0, r / a, 0.0)
     out: F64 = (1.0 - frac.std(axis=1)) * 100.0
     return out
+
+
+# ------------------------------------------------------------------------- NUMA level
 
 
 def volcano_numa_aware(counts: Sequence[int], weight: int = 1) -> list[int]:
@@ -57,7 +90,71 @@ def least_numa_nodes(count: int, max_numa_nodes: int, optimal_distance: bool = F
     return 100 - count * step + (step // 2 if optimal_distance else 0)
 
 
+class NumaScore(ABC):
+    """How a profile scores the NUMA nodes a pod would use on the candidates (0..100).
+
+    ``counts`` are the NUMA node counts on the candidates that passed the NUMA filter (0:
+    the pod gets nothing NUMA-bound there); ``max_numa`` is the most NUMA nodes any node of
+    the cluster has.
+    """
+
+    #: True when a candidate's score depends on the other candidates' counts
+    relative: ClassVar[bool]
+
+    @abstractmethod
+    def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
+        """One score per count, in order."""
+
+    @abstractmethod
+    def bound(self, fewest: int, max_numa: int) -> int:
+        """The highest score a candidate can get where the pod needs at least ``fewest``
+        NUMA nodes (0: possibly none). Used to stop a best-first search early."""
+
+
+class AbsoluteNumaScore(NumaScore):
+    """A NUMA score of each candidate on its own, never rising with the count."""
+
+    relative: ClassVar[bool] = False
+
+    @abstractmethod
+    def score(self, count: int, max_numa: int) -> int:
+        """The score of one candidate where the pod uses ``count`` NUMA nodes."""
+
+    def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
+        return [self.score(c, max_numa) for c in counts]
+
+    def bound(self, fewest: int, max_numa: int) -> int:
+        return self.score(fewest, max_numa)
+
+
+@dataclass(frozen=True)
+class LeastNumaNodes(AbsoluteNumaScore):
+    """scheduler-plugins ``LeastNUMANodes`` (see :func:`least_numa_nodes`)."""
+
+    def score(self, count: int, max_numa: int) -> int:
+        return least_numa_nodes(count, max_numa)
+
+
+@dataclass(frozen=True)
+class VolcanoNumaAware(NumaScore):
+    """Volcano ``numa-aware`` (see :func:`volcano_numa_aware`): relative to the largest count
+    among the feasible candidates."""
+
+    relative: ClassVar[bool] = True
+
+    def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
+        return volcano_numa_aware(counts)
+
+    def bound(self, fewest: int, max_numa: int) -> int:
+        return 100
+
+
 __all__ = [
+    "AbsoluteNumaScore",
+    "LeastNumaNodes",
+    "NodeScore",
+    "NumaScore",
+    "VolcanoNumaAware",
     "balanced_allocation",
     "least_allocated",
     "least_numa_nodes",

@@ -1,17 +1,48 @@
-"""``numalign simulate``: resolve cluster and workload, replay, print the table, write the report."""
+"""``numalign simulate``: resolve cluster and workload, replay, print the table, write the report.
+
+The shared reference data (``traces/``) is found without assuming a source checkout:
+``--shared DIR``, else ``$NUMALIGN_SHARED``, else ``./shared`` or ``../shared`` from the current
+directory (the first that holds ``traces/``). Only trace workloads without an explicit path
+need it; when it is needed and not found, the error names what to pass.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
+from numalign.errors import InputError
 from numalign.sim.cluster import resolve_cluster
 from numalign.sim.report import format_summary_table, write_report
 from numalign.sim.runner import simulate
-from numalign.sim.workloads import parse_workload_spec
+from numalign.sim.sources import parse_workload_spec
 
-DEFAULT_SHARED = Path(__file__).resolve().parents[3].parent / "shared"
+SHARED_ENV = "NUMALIGN_SHARED"
+
+
+def find_shared(
+    explicit: str | None = None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    cwd: Path | None = None,
+) -> Path | None:
+    """The shared data directory: ``explicit`` (``--shared``), else ``$NUMALIGN_SHARED``, else
+    ``./shared`` or ``../shared`` (relative to ``cwd``) when it holds ``traces/``; None if
+    none applies. A directory given explicitly or in the environment must exist."""
+    for given, where in ((explicit, "--shared"), (environ.get(SHARED_ENV), SHARED_ENV)):
+        if given:
+            path = Path(given)
+            if not path.is_dir():
+                raise InputError(f"no such directory: {given}", where)
+            return path
+    here = cwd if cwd is not None else Path.cwd()
+    for candidate in (here / "shared", here.parent / "shared"):
+        if (candidate / "traces").is_dir():
+            return candidate
+    return None
 
 
 class _Bar:
@@ -52,8 +83,7 @@ def run_simulation(
     spec = workload or f"synthetic:seed={seed}"
     if spec.startswith("synthetic") and "seed=" not in spec:
         spec += ("," if ":" in spec else ":") + f"seed={seed}"
-    shared_dir = Path(shared) if shared else DEFAULT_SHARED
-    wl = parse_workload_spec(spec, shared_dir, cluster=nodes)
+    wl = parse_workload_spec(spec, find_shared(shared), cluster=nodes)
     if not quiet:
         print(f"cluster: {len(nodes)} nodes; workload: {wl.description or wl.name} ({len(wl)} pods)",
               file=sys.stderr)

@@ -21,7 +21,14 @@ import os
 
 from numalign.errors import InputError
 from numalign.pods import Pod, read_pod_files
-from numalign.sim.workloads import ARRIVAL_ANNOTATION, DURATION_ANNOTATION, Arrival, Workload
+from numalign.sim.workloads import (
+    ARRIVAL_ANNOTATION,
+    DURATION_ANNOTATION,
+    Arrival,
+    Workload,
+    WorkloadSpec,
+    option_float,
+)
 
 EXTENSIONS = (".yaml", ".yml", ".json")
 
@@ -59,6 +66,15 @@ def manifest_files(path: str | os.PathLike[str]) -> list[str]:
     if not files:
         raise InputError(f"no manifest files ({', '.join(EXTENSIONS)})", name)
     return files
+
+
+def from_spec(spec: WorkloadSpec) -> Workload:
+    """``dir:PATH[?interval=S]``."""
+    if not spec.path:
+        raise InputError("missing directory (dir:PATH)", spec.part)
+    spec.check_options(("interval",))
+    interval = option_float(spec.options, "interval", spec.part)
+    return read_manifest_dir(spec.path, interval_s=1.0 if interval is None else interval)
 
 
 def read_manifest_dir(path: str | os.PathLike[str], *, interval_s: float = 1.0) -> Workload:

@@ -45,7 +45,8 @@ from numalign.pods import (
     effective_pod_requests,
     pod_qos,
 )
-from numalign.sim.workloads import Arrival, Workload, option_float, option_int
+from numalign.sim.cluster import builtin_cluster, cluster_capacity
+from numalign.sim.workloads import Arrival, Workload, WorkloadSpec, option_float, option_int
 
 NAMESPACE = "synthetic"
 GPU = "nvidia.com/gpu"
@@ -97,6 +98,14 @@ class SyntheticParams:
                 raise InputError(f"weight must be >= 0, got {w}", k)
         if not any(w > 0 for w in self.weights.values()):
             raise InputError("at least one pod kind needs a positive weight", "weights")
+
+
+def from_spec(spec: WorkloadSpec) -> Workload:
+    """``synthetic[:count=N,seed=S,...]``: options as in :data:`SYNTHETIC_OPTIONS`, scaled to
+    the spec's cluster (default: the built-in ``default`` cluster)."""
+    spec.check_options(SYNTHETIC_OPTIONS)
+    params = params_from_options(spec.options, spec.part)
+    return generate(params, builtin_cluster("default") if spec.cluster is None else spec.cluster)
 
 
 def params_from_options(opts: Mapping[str, str], part: str = "synthetic") -> SyntheticParams:
@@ -234,8 +243,6 @@ def _fill(pods: Sequence[Pod], capacity: Mapping[str, int]) -> tuple[float, str]
 
 def generate(params: SyntheticParams, cluster: Sequence[tuple[str, Machine]]) -> Workload:
     """A synthetic workload scaled to ``cluster`` (see the module docstring)."""
-    from numalign.sim.cluster import cluster_capacity
-
     capacity = cluster_capacity(cluster)
     feat = _features(capacity)
     count = params.count

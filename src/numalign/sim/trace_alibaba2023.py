@@ -49,7 +49,10 @@ from numalign.sim.workloads import (
     Arrival,
     CsvRow,
     Workload,
+    WorkloadSpec,
     kube_name,
+    option_float,
+    option_int,
     read_csv_rows,
     single_container_pod,
 )
@@ -143,6 +146,35 @@ def row_to_arrival(
 def _bytes(row: CsvRow) -> int:
     value = row.decimal("memory_mib") * MIB
     return int(value) + (1 if value.denominator != 1 else 0)
+
+
+def from_spec(spec: WorkloadSpec) -> Workload:
+    """``alibaba2023[:PATH|:VARIANT][?limit=N&gpu_share=whole|drop&interval=S]``: a bare
+    variant name picks ``openb_pod_list_<variant>.csv`` in the shared traces directory."""
+    part = spec.part
+    spec.check_options(("limit", "gpu_share", "interval"))
+    if spec.path and os.sep not in spec.path and not spec.path.endswith(".csv"):
+        if spec.shared_dir is None:
+            raise InputError(
+                f"variant {spec.path!r} needs the shared directory holding traces/ "
+                "(--shared DIR or NUMALIGN_SHARED), or give a .csv path",
+                part,
+            )
+        path = variant_path(spec.shared_dir, spec.path)
+    else:
+        path = spec.trace_path(default_path)
+    share = spec.options.get("gpu_share", DEFAULT_GPU_SHARE)
+    if share not in GPU_SHARE_MODES:
+        raise InputError(
+            f"expected one of {', '.join(GPU_SHARE_MODES)}, got {share!r}", f"{part}: gpu_share"
+        )
+    interval = option_float(spec.options, "interval", part)
+    return read_trace(
+        path,
+        limit=option_int(spec.options, "limit", part, minimum=1),
+        gpu_share=share,
+        interval_s=DEFAULT_INTERVAL_S if interval is None else interval,
+    )
 
 
 def read_trace(

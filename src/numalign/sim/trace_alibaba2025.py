@@ -55,7 +55,9 @@ from numalign.sim.workloads import (
     Arrival,
     CsvRow,
     Workload,
+    WorkloadSpec,
     kube_name,
+    option_int,
     read_csv_rows,
     single_container_pod,
 )
@@ -163,6 +165,18 @@ def row_to_arrival(row: CsvRow, rdma_units: int = DEFAULT_RDMA_UNITS) -> Arrival
         requests[RDMA] = limits[RDMA] = nics
     pod = single_container_pod(NAMESPACE, kube_name(sn), requests, limits)
     return Arrival(start, pod, duration)
+
+
+def from_spec(spec: WorkloadSpec) -> Workload:
+    """``alibaba2025[:PATH][?limit=N&rdma_units=U]`` (PATH defaults to the shared trace)."""
+    spec.check_options(("limit", "rdma_units"))
+    path = spec.trace_path(default_path)
+    units = option_int(spec.options, "rdma_units", spec.part, minimum=1)
+    return read_trace(
+        path,
+        limit=option_int(spec.options, "limit", spec.part, minimum=1),
+        rdma_units=DEFAULT_RDMA_UNITS if units is None else units,
+    )
 
 
 def read_trace(

@@ -1,32 +1,20 @@
-"""Simulator workloads: time-ordered pod arrivals, and the workload spec string of the CLI.
+"""Simulator workloads, the base every workload source builds on.
 
 A :class:`Workload` is a time-ordered sequence of :class:`Arrival` ``(time_s, pod,
 duration_s)``: at ``time_s`` seconds from the start of the replay the pod is submitted; once
 it runs it departs ``duration_s`` seconds later (``None``: it never departs in the replay).
 Ties in time keep the source order.
 
-Sources, one module each:
+Also here, for the source modules (which import only this module, and
+:mod:`numalign.sim.cluster` where they need a cluster):
 
-* :mod:`numalign.sim.trace_alibaba2025` - Alibaba GPU-disaggregated DLRM trace (NSDI'25);
-* :mod:`numalign.sim.trace_alibaba2023` - Alibaba ``openb`` GPU pod lists (ATC'23, FGD);
-* :mod:`numalign.sim.synthetic` - the seeded generator;
-* :mod:`numalign.sim.manifests` - a directory of pod manifests.
-
-The CLI names one with a **workload spec** (:func:`parse_workload_spec`)::
-
-    alibaba2025[:PATH][?limit=N&rdma_units=4]
-    alibaba2023[:PATH|:VARIANT][?limit=N&gpu_share=whole|drop&interval=S]
-    synthetic[:count=N,seed=S,load=X,duration=S,rate=R,guaranteed=W,burstable=W,...]
-    dir:PATH[?interval=S]
-
-``PATH`` defaults to the trace under ``<shared>/traces/``; for ``alibaba2023`` a bare
-variant name (``default``, ``multigpu50``, ``gpuspec33``) picks ``openb_pod_list_<v>.csv``.
-Options follow ``?`` (or, for ``synthetic``, ``:``) as ``key=value`` pairs separated by ``&``
-or ``,``. Errors are one line and name the part of the spec that is wrong.
-
-CSV helpers shared by the trace readers live here too: rows are read with the stdlib
-:mod:`csv` module one at a time, and a malformed value raises :class:`InputError`
-``<file>:<line>: <column>: <problem>``.
+* :class:`WorkloadSpec` - what a source's loader gets from a parsed workload spec string
+  (the grammar and the registry of sources are in :mod:`numalign.sim.sources`);
+* option helpers (:func:`split_options`, :func:`option_int`, :func:`option_float`,
+  :func:`check_options`) whose errors name the spec part and the key;
+* CSV helpers for trace readers: rows are read with the stdlib :mod:`csv` module one at a
+  time, and a malformed value raises :class:`InputError` ``<file>:<line>: <column>: <problem>``;
+* the annotations a pod manifest may carry to set its arrival time and duration.
 """
 
 from __future__ import annotations
@@ -256,13 +244,54 @@ def single_container_pod(
 
 
 # --------------------------------------------------------------------------------------------
-# Workload spec strings
+# What a source's loader gets
 # --------------------------------------------------------------------------------------------
 
-SOURCES = ("alibaba2025", "alibaba2023", "synthetic", "dir")
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One parsed workload spec: the source name, its path (path sources) and options, and
+    where defaults come from. A loader checks its options and builds the workload."""
+
+    source: str
+    #: the text after ``SOURCE:`` up to ``?`` (path sources; "" when none)
+    path: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+    #: where ``traces/`` lives (default trace paths); None when unknown
+    shared_dir: str | os.PathLike[str] | None = None
+    #: the cluster a generator scales to (None: its own default)
+    cluster: Sequence[tuple[str, Machine]] | None = None
+
+    @property
+    def part(self) -> str:
+        """The prefix of this spec's error fields (``workload SOURCE``)."""
+        return f"workload {self.source}"
+
+    def check_options(self, known: Sequence[str]) -> None:
+        check_options(self.options, known, self.part)
+
+    def trace_path(self, default: Callable[[str | os.PathLike[str]], str]) -> str:
+        """The given path, else ``default(shared_dir)``; an error naming what to pass when
+        neither is known."""
+        if self.path:
+            return self.path
+        if self.shared_dir is None:
+            raise InputError(
+                "no trace path given and no shared directory to find it in "
+                f"(give {self.source}:PATH, or the directory holding traces/: "
+                "--shared DIR or NUMALIGN_SHARED)",
+                self.part,
+            )
+        return default(self.shared_dir)
 
 
-def _split_options(text: str, part: str) -> dict[str, str]:
+# --------------------------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------------------------
+
+
+def split_options(text: str, part: str) -> dict[str, str]:
+    """``key=value`` pairs separated by ``&`` or ``,`` (each key once)."""
     out: dict[str, str] = {}
     for item in text.replace("&", ",").split(","):
         item = item.strip()
@@ -315,114 +344,3 @@ def check_options(opts: Mapping[str, str], known: Sequence[str], part: str) -> N
             raise InputError(
                 f"unknown option {key!r} (known: {', '.join(known)})", f"{part}: {key}"
             )
-
-
-def parse_workload_spec(
-    spec: str,
-    shared_dir: str | os.PathLike[str] | None = None,
-    *,
-    cluster: Sequence[tuple[str, Machine]] | None = None,
-) -> Workload:
-    """Build the workload a CLI spec string names (grammar in the module docstring).
-
-    ``shared_dir`` is where ``traces/`` lives (the default trace paths); ``cluster`` is the
-    cluster the synthetic generator scales its load to (default: the built-in default
-    cluster). Raises :class:`InputError` with a one-line message naming the spec part.
-    """
-    if not isinstance(spec, str) or not spec.strip():
-        raise InputError(
-            "empty workload spec (expected alibaba2025, alibaba2023, synthetic or dir:PATH)",
-            "workload",
-        )
-    spec = spec.strip()
-    source = spec.partition(":")[0].split("?", 1)[0].strip()
-    if source not in SOURCES:
-        raise InputError(
-            f"unknown source {source!r} (expected one of: {', '.join(SOURCES)})",
-            f"workload {spec!r}",
-        )
-    part = f"workload {source}"
-    if source == "synthetic":
-        body = spec[len("synthetic") :]
-        if body.startswith(("?", ":")):
-            body = body[1:]
-        elif body:
-            raise InputError("expected ':' or '?' after synthetic", part)
-        from numalign.sim.synthetic import SYNTHETIC_OPTIONS, generate, params_from_options
-
-        opts = _split_options(body, part)
-        check_options(opts, SYNTHETIC_OPTIONS, part)
-        params = params_from_options(opts, part)
-        if cluster is None:
-            from numalign.sim.cluster import builtin_cluster
-
-            cluster = builtin_cluster("default")
-        return generate(params, cluster)
-
-    # path sources: SOURCE[:PATH][?OPTIONS]
-    after = spec[len(source) :]
-    path_text = ""
-    query = ""
-    if after.startswith(":"):
-        path_text, _, query = after[1:].partition("?")
-    elif after.startswith("?"):
-        query = after[1:]
-    elif after:
-        raise InputError(f"expected ':' or '?' after {source}", part)
-    path_text = path_text.strip()
-    opts = _split_options(query, part)
-
-    if source == "dir":
-        if not path_text:
-            raise InputError("missing directory (dir:PATH)", part)
-        from numalign.sim.manifests import read_manifest_dir
-
-        check_options(opts, ("interval",), part)
-        interval = option_float(opts, "interval", part)
-        return read_manifest_dir(path_text, interval_s=1.0 if interval is None else interval)
-
-    if source == "alibaba2025":
-        from numalign.sim.trace_alibaba2025 import DEFAULT_RDMA_UNITS, default_path, read_trace
-
-        check_options(opts, ("limit", "rdma_units"), part)
-        path = path_text or _default(default_path, shared_dir, part)
-        units = option_int(opts, "rdma_units", part, minimum=1)
-        return read_trace(
-            path,
-            limit=option_int(opts, "limit", part, minimum=1),
-            rdma_units=DEFAULT_RDMA_UNITS if units is None else units,
-        )
-
-    from numalign.sim import trace_alibaba2023 as t23
-
-    check_options(opts, ("limit", "gpu_share", "interval"), part)
-    if path_text and os.sep not in path_text and not path_text.endswith(".csv"):
-        if shared_dir is None:
-            raise InputError(
-                f"variant {path_text!r} needs the shared directory (or give a .csv path)", part
-            )
-        path = t23.variant_path(shared_dir, path_text)
-    else:
-        path = path_text or _default(t23.default_path, shared_dir, part)
-    share = opts.get("gpu_share", t23.DEFAULT_GPU_SHARE)
-    if share not in t23.GPU_SHARE_MODES:
-        raise InputError(
-            f"expected one of {', '.join(t23.GPU_SHARE_MODES)}, got {share!r}", f"{part}: gpu_share"
-        )
-    interval = option_float(opts, "interval", part)
-    return t23.read_trace(
-        path,
-        limit=option_int(opts, "limit", part, minimum=1),
-        gpu_share=share,
-        interval_s=t23.DEFAULT_INTERVAL_S if interval is None else interval,
-    )
-
-
-def _default(
-    fn: Callable[[str | os.PathLike[str]], str],
-    shared_dir: str | os.PathLike[str] | None,
-    part: str,
-) -> str:
-    if shared_dir is None:
-        raise InputError("no trace path given and no shared directory to find it in", part)
-    return fn(shared_dir)
