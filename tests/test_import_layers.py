@@ -159,7 +159,7 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     assert len(g) > 50
     # module level, a function-level import, relative-free package imports
     assert any(e.target == "numalign.sim.runner" for e in g["numalign.sim.cli_run"])
-    assert any(e.target == "numalign.launcher" for e in g["numalign.cli"])  # inside a handler
+    assert any(e.target.startswith("numalign.launcher") for e in g["numalign.cli"])
     assert any(e.target == "numalign.kube.extender.core" for e in g["numalign.kube.extender"])
 
 
