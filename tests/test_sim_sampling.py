@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from numalign.sim.cluster import builtin_cluster
 from numalign.sim.metrics import MetricsRecorder, time_weighted_mean, unaccounted
 from numalign.sim.runner import SimResult, simulate
-from numalign.sim.workloads import Workload, parse_workload_spec
+from numalign.sim.workloads import Arrival, Workload, parse_workload_spec
 
 SMALL = builtin_cluster("small")
 PROFILES = ("default", "nrt-snn", "volcano", "numalign")
@@ -148,3 +148,23 @@ def test_scheduler_cpu_time_reported() -> None:
     assert s["scheduler_cpu_s"] is not None and s["scheduler_cpu_s"] >= 0.0
     assert math.isfinite(s["throughput_pods_per_s"])
     assert MetricsRecorder(["x"]).profile_summary("x")["scheduler_cpu_s"] is None
+
+
+def test_pending_pod_is_dropped_when_its_time_is_up_even_without_departures() -> None:
+    """Nothing departs (the first pods run forever): the waiting pod is dropped at its own
+    departure time, not counted as pending for ever, and the simulation ends then."""
+    from numalign.sim.workloads import single_container_pod
+
+    gib = 1 << 30
+    gpu = {"cpu": 8000, "memory": 64 * gib, "nvidia.com/gpu": 4}  # one NUMA node's GPUs
+    hogs = [Arrival(float(i), single_container_pod("t", f"hog-{i}", gpu, gpu), None)
+            for i in range(4)]  # the small cluster's 16 GPUs, for ever
+    late = Arrival(10.0, single_container_pod("t", "late", gpu, gpu), 50.0)
+    wl = Workload("w", (*hogs, late))
+    result = simulate(SMALL, wl, ["numalign"], samples=4)
+    s = result.recorder.profile_summary("numalign")
+    assert (s["scheduled"], s["pending"], s["dropped"]) == (4, 0, 1)
+    assert unaccounted(s) == 0
+    m = result.recorder.profile("numalign")
+    assert m.pending == [(10.0, 1.0), (60.0, 0.0)]
+    assert m.utilisation["gpu"][-1] == (60.0, 1.0)  # the end: the late pod's time ran out

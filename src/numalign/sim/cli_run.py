@@ -50,7 +50,7 @@ def _check_out(out: Path) -> None:
     try:
         check_writable_dir(out)
     except OSError as e:
-        raise InputError(f"{out}: {e.strerror or e}", "--out") from None
+        raise InputError(f"cannot write the report in {out}: {e.strerror or e}", "--out") from None
 
 
 def run_simulation(

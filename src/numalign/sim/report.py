@@ -556,7 +556,7 @@ def cluster_overview(nodes: Sequence[tuple[str, Machine]], source: str) -> dict[
     machines: dict[str, int] = {}
     for g in ordered:
         machines[g["machine"]] = machines.get(g["machine"], 0) + g["count"]
-    kinds = ", ".join(f"{n} × {m}" for m, n in machines.items())
+    kinds = ", ".join(f"{n} x {m}" for m, n in machines.items())
     return {
         "nodes": len(nodes),
         "source": source,
@@ -779,7 +779,7 @@ def _cluster_html(cluster: Mapping[str, Any]) -> str:
     items = "".join(
         "<li>"
         + html.escape(
-            f"{g.get('count')} × {g.get('machine')}: {g.get('hardware')}; Topology Manager "
+            f"{g.get('count')} x {g.get('machine')}: {g.get('hardware')}; Topology Manager "
             f"{g.get('topology_manager')}, CPU manager {g.get('cpu_manager')}, memory manager "
             f"{g.get('memory_manager')} (e.g. {g.get('example')})"
         )

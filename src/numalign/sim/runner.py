@@ -8,7 +8,7 @@ profile can be rejected by its node exactly as Kubernetes would (``TopologyAffin
 * A pod no node accepts stays **pending**; pending pods are tried again, oldest first, when a
   pod departs (at most ``retry_batch`` per departure, like the scheduler's queue moving
   unschedulable pods back on cluster events). A pending pod whose own departure time passes
-  is dropped.
+  is **dropped** then (e.g. a trace pod deleted before it ever ran), retried or not.
 * A pod **rejected** by its node fails, as in Kubernetes. With ``recreate`` its ReplicaSet
   recreates it ``recreate_delay_s`` later, at most ``max_retries`` times (counted).
 * **aligned**: every NUMA-bound resource of the pod (exclusive CPUs, memory blocks, devices)
@@ -54,7 +54,8 @@ from numalign.sim.workloads import Workload
 
 Progress = Callable[[str, int, int], None]
 
-ARRIVE, DEPART, RETRY = 1, 0, 2  # departures first at equal times: capacity frees up first
+# at equal times: departures first (capacity frees up), then arrivals, retries, expiries
+ARRIVE, DEPART, RETRY, EXPIRE = 1, 0, 2, 3
 GPU = "nvidia.com/gpu"
 
 
@@ -134,6 +135,8 @@ class _Run:
             now = t
             if kind == DEPART:
                 self._depart(t, item)
+            elif kind == EXPIRE:
+                self._expire(t, item)
             else:
                 pod, duration, deadline = item
                 if kind == ARRIVE:
@@ -182,6 +185,8 @@ class _Run:
         if pod.uid not in self.pending_uids:
             self.pending.append((pod, duration, deadline))
             self.pending_uids.add(pod.uid)
+            if deadline is not None:
+                self.push(deadline, EXPIRE, pod)
         return False
 
     def _depart(self, t: float, uid: str) -> None:
@@ -193,14 +198,25 @@ class _Run:
         if self.keep:
             self.placements.append(("release", self.cluster.nodes[node].name, pod))
         self.rec.record_departed(self.name, t, pod.key)
-        for _ in range(min(self.retry_batch, len(self.pending))):
+        tried = 0
+        while tried < self.retry_batch and self.pending:
             pod2, duration, deadline = self.pending.popleft()
+            if pod2.uid not in self.pending_uids:
+                continue  # expired while it waited (see _expire)
+            tried += 1
             self.pending_uids.discard(pod2.uid)
             if deadline is not None and deadline <= t:
                 self.rec.record_dropped(self.name, t, pod2.key)
                 continue
             remaining = None if deadline is None or duration is None else deadline - t
             self._try(t, pod2, remaining if remaining is not None else duration, deadline)
+
+    def _expire(self, t: float, pod: Pod) -> None:
+        """A pending pod's departure time has come: it never ran, drop it (its queue entry
+        is skipped when reached)."""
+        if pod.uid in self.pending_uids:
+            self.pending_uids.discard(pod.uid)
+            self.rec.record_dropped(self.name, t, pod.key)
 
     def _sample(self, t: float) -> None:
         self.last_sample = t
