@@ -16,8 +16,14 @@ from pathlib import Path
 
 from numalign.errors import InputError
 from numalign.sim.cluster import resolve_cluster
-from numalign.sim.report import format_summary_table, write_report
-from numalign.sim.runner import simulate
+from numalign.sim.report import (
+    check_writable_dir,
+    cluster_overview,
+    format_summary_legend,
+    format_summary_table,
+    write_report,
+)
+from numalign.sim.runner import check_profiles, simulate
 from numalign.sim.sources import parse_workload_spec
 
 SHARED_ENV = "NUMALIGN_SHARED"
@@ -68,6 +74,15 @@ class _Bar:
         sys.stderr.flush()
 
 
+def _check_out(out: Path) -> None:
+    """``--out`` must be a directory we can write in (created if missing), checked before the
+    simulation runs rather than after."""
+    try:
+        check_writable_dir(out)
+    except OSError as e:
+        raise InputError(f"cannot write the report in {out}: {e.strerror or e}", "--out") from None
+
+
 def run_simulation(
     *,
     cluster: str | None,
@@ -79,6 +94,8 @@ def run_simulation(
     quiet: bool,
     shared: str | None = None,
 ) -> int:
+    names = check_profiles(profiles)  # one-line errors before any work
+    _check_out(out)
     nodes = resolve_cluster(cluster)
     spec = workload or f"synthetic:seed={seed}"
     if spec.startswith("synthetic") and "seed=" not in spec:
@@ -87,13 +104,17 @@ def run_simulation(
     if not quiet:
         print(f"cluster: {len(nodes)} nodes; workload: {wl.description or wl.name} ({len(wl)} pods)",
               file=sys.stderr)
-    result = simulate(nodes, wl, [p.strip() for p in profiles if p.strip()], recreate=recreate,
-                      progress=_Bar(not quiet))
+    result = simulate(nodes, wl, names, recreate=recreate, progress=_Bar(not quiet))
     summary = result.recorder.summary(
-        cluster={"nodes": len(nodes), "source": cluster or "builtin:default"},
+        cluster=cluster_overview(nodes, cluster or "builtin:default"),
         workload={"spec": spec, "name": wl.name, "pods": len(wl), "description": wl.description},
     )
-    summary_path, report_path = write_report(out, summary, result.recorder.series(), result.heatmaps)
+    try:
+        summary_path, report_path = write_report(out, summary, result.recorder.series(),
+                                                 result.heatmaps)
+    except OSError as e:  # changed under us since _check_out
+        raise InputError(f"cannot write the report in {out}: {e.strerror or e}", "--out") from None
     print(format_summary_table(summary))
+    print(format_summary_legend(summary))
     print(f"\nwrote {summary_path}\nreport: {report_path}")
     return 0

@@ -5,7 +5,9 @@ fragmentation, latencies) and the recorder keeps them, per scheduler profile.
 
 Events (``time_s`` is simulated time, latencies are wall-clock seconds):
 
-* :meth:`MetricsRecorder.record_placed` - a pod bound and admitted by the node, with its
+* :meth:`MetricsRecorder.record_arrived` - a pod submitted by the workload (recreated pods
+  are not arrivals, see :meth:`~MetricsRecorder.record_retry`);
+* :meth:`~MetricsRecorder.record_placed` - a pod bound and admitted by the node, with its
   containers' NUMA affinities (masks) and resources, and ``aligned`` (computed by the caller:
   every resource of the pod within the minimal NUMA mask);
 * :meth:`~MetricsRecorder.record_rejected` - bound, then refused by the node (``reason``:
@@ -24,16 +26,22 @@ Events (``time_s`` is simulated time, latencies are wall-clock seconds):
 
 Summary (:meth:`MetricsRecorder.summary`), per profile:
 
-* ``scheduled`` (placed and admitted), ``topology_affinity_errors`` (rejections with reason
-  ``TopologyAffinityError``), ``rejected`` (all reasons) and ``rejections`` by reason,
-  ``pending`` (pods pending now), ``unschedulable_attempts``, ``retries``, ``departed``;
+* ``arrived`` (pods the workload submitted), ``scheduled`` (placed and admitted),
+  ``topology_affinity_errors`` (rejections with reason ``TopologyAffinityError``),
+  ``rejected`` (all reasons) and ``rejections`` by reason, ``pending`` (pods pending now),
+  ``dropped`` (pending pods given up), ``unschedulable_attempts``, ``retries`` (rejected pods
+  recreated), ``departed``. Every submitted pod ends in exactly one outcome, so
+  ``arrived + retries == scheduled + rejected + pending + dropped`` (see :func:`unaccounted`);
 * ``aligned`` and ``aligned_fraction`` = aligned / scheduled (0 when nothing was scheduled);
   ``numa_nodes_used``: placed pods by the number of NUMA nodes their containers' affinities
   cover together (``"0"``: no NUMA affinity at all, e.g. a Burstable pod);
 * ``latency_ms``: ``p50``, ``p90``, ``p99`` (linear interpolation between order statistics),
   ``mean``, ``max`` over the scheduling cycles; ``scheduling_cycles``;
 * ``throughput_pods_per_s`` = scheduling cycles / scheduler wall time (the time given to
-  :meth:`~MetricsRecorder.set_wall_time`, else the sum of the cycle latencies);
+  :meth:`~MetricsRecorder.set_wall_time`, else the sum of the cycle latencies); wall time on a
+  shared machine varies between identical runs, so the report shows ``scheduler_cpu_s``
+  instead: the CPU time the scheduler's thread spent (:meth:`~MetricsRecorder.set_cpu_time`;
+  None when not measured);
 * ``utilisation`` and ``fragmentation``: per resource ``mean`` (time-weighted over the
   samples: each sample holds until the next), ``max`` and ``final``.
 """
@@ -78,6 +86,7 @@ class ProfileMetrics:
     """Counters and series of one profile (mutable; filled by :class:`MetricsRecorder`)."""
 
     name: str
+    arrived: int = 0
     scheduled: int = 0
     aligned: int = 0
     rejections: Counter[str] = field(default_factory=Counter)
@@ -89,6 +98,7 @@ class ProfileMetrics:
     numa_nodes_used: Counter[int] = field(default_factory=Counter)
     latencies_s: list[float] = field(default_factory=list)
     wall_time_s: float | None = None
+    cpu_time_s: float | None = None
     #: cumulative TopologyAffinityErrors over time (one point per error, plus time 0)
     errors: list[Point] = field(default_factory=list)
     #: pending pods over time (at every pending change)
@@ -144,6 +154,14 @@ def time_weighted_mean(points: Sequence[Point]) -> float:
     for (t0, v), (t1, _) in pairwise(points):
         total += v * (t1 - t0)
     return total / span
+
+
+def unaccounted(profile: Mapping[str, Any]) -> int:
+    """Pods of a profile summary without an outcome: ``arrived + retries - (scheduled +
+    rejected + pending + dropped)``; 0 when the books balance."""
+    ins = int(profile.get("arrived", 0)) + int(profile.get("retries", 0))
+    outs = sum(int(profile.get(k, 0)) for k in ("scheduled", "rejected", "pending", "dropped"))
+    return ins - outs
 
 
 def downsample(points: Sequence[Point], max_points: int) -> list[Point]:
@@ -203,6 +221,11 @@ class MetricsRecorder:
         if pod in m.pending_pods:
             m.pending_pods.discard(pod)
             m.pending.append((time_s, float(len(m.pending_pods))))
+
+    def record_arrived(self, profile: str, time_s: float, pod: str) -> None:
+        """A pod submitted by the workload (its first scheduling attempt follows)."""
+        del time_s, pod
+        self.profile(profile).arrived += 1
 
     def record_placed(
         self,
@@ -289,6 +312,10 @@ class MetricsRecorder:
         """The scheduler's total wall time for the profile (throughput denominator)."""
         self.profile(profile).wall_time_s = seconds
 
+    def set_cpu_time(self, profile: str, seconds: float) -> None:
+        """The CPU time the scheduler spent for the profile (thread time, not wall time)."""
+        self.profile(profile).cpu_time_s = seconds
+
     # -- samples -------------------------------------------------------------------------
 
     def sample_utilisation(self, profile: str, time_s: float, values: Mapping[str, float]) -> None:
@@ -314,12 +341,14 @@ class MetricsRecorder:
         wall = m.wall_time_s if m.wall_time_s is not None else sum(lat)
         throughput = cycles / wall if wall > 0 else 0.0
         return {
+            "arrived": m.arrived,
             "scheduled": m.scheduled,
             "topology_affinity_errors": m.topology_affinity_errors,
             "pending": len(m.pending_pods),
             "aligned": m.aligned,
             "aligned_fraction": _clean(m.aligned / m.scheduled if m.scheduled else 0.0),
             "throughput_pods_per_s": _clean(throughput, 2),
+            "scheduler_cpu_s": None if m.cpu_time_s is None else _clean(m.cpu_time_s, 4),
             "latency_ms": {
                 "p50": _clean(percentile(lat, 0.50) * 1000, 4),
                 "p90": _clean(percentile(lat, 0.90) * 1000, 4),

@@ -12,19 +12,30 @@
   3. pending pods over time per profile (and fragmentation when sampled);
   4. alignment distribution: the fraction of scheduled pods by the number of NUMA nodes
      their resources use (``none``: no NUMA affinity, e.g. Burstable pods in the shared pool);
-  5. NUMA heat map of one node per profile: NUMA node x resource utilisation.
+  5. NUMA heat map of one node per profile: NUMA node x resource utilisation, each captioned
+     with its node and time.
 
-:func:`format_summary_table` gives the same numbers as a plain-text table for the terminal.
+  The time plots share one x-axis range (0 to the end of the simulation) and the same axes
+  geometry, so they line up on the page. The page has a viewport meta and a scrolling table:
+  no horizontal overflow on a phone.
+
+:func:`format_summary_table` gives the same numbers as a plain-text table for the terminal and
+:func:`format_summary_legend` explains its columns (the HTML shows the same legend).
+:func:`cluster_overview` describes the modelled cluster for the report (node groups by
+machine type and Topology Manager configuration).
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import html
 import io
 import json
 import math
 import os
+import tempfile
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,6 +44,8 @@ from numalign.sim.metrics import Point, ProfileSeries
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from numalign.machine.model import Machine
 
 #: Fixed colours for the profiles the project compares (others get tab10 colours).
 PROFILE_COLORS: Mapping[str, str] = {
@@ -135,12 +148,66 @@ def _time_unit(t_max: float) -> tuple[float, str]:
 
 
 def _t_max(series: Mapping[str, ProfileSeries]) -> float:
+    """The latest time of any point of any series: the common end of every time axis."""
     t = 0.0
     for s in series.values():
         for pts in (s.errors, s.pending, *s.utilisation.values(), *s.fragmentation.values()):
-            if pts:
-                t = max(t, pts[-1][0])
+            for when, _ in pts:
+                t = max(t, when)
     return t
+
+
+def format_time(t: float, t_max: float | None = None) -> str:
+    """``t`` in the unit the plots use for an axis ending at ``t_max`` (default: ``t``)."""
+    scale, unit = _time_unit(t if t_max is None else t_max)
+    return f"{t / scale:.3g} {unit}"
+
+
+#: Time figures: one width and fixed axes margins (inches), so their x-axes line up on the page.
+_TIME_FIG_WIDTH = 8.5
+#: The top margin holds the title and, under it, the legend (never over the data).
+_MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 0.9, 0.25, 0.8, 0.6
+
+
+def _time_figure(rows: int, row_height: float = 2.4) -> tuple[Figure, Any]:
+    import matplotlib.pyplot as plt
+
+    height = row_height * rows + _MARGIN_TOP + _MARGIN_BOTTOM
+    fig, axes = plt.subplots(rows, 1, figsize=(_TIME_FIG_WIDTH, height), sharex=True, squeeze=False)
+    fig.subplots_adjust(
+        left=_MARGIN_LEFT / _TIME_FIG_WIDTH,
+        right=1 - _MARGIN_RIGHT / _TIME_FIG_WIDTH,
+        top=1 - _MARGIN_TOP / height,
+        bottom=_MARGIN_BOTTOM / height,
+        hspace=0.25,
+    )
+    return fig, axes
+
+
+def _time_header(fig: Figure, axes: Any, title: str) -> None:
+    """Title and legend (of the top axes' lines) above the plots, aligned with the axes."""
+    height = float(fig.get_size_inches()[1])
+    left = _MARGIN_LEFT / _TIME_FIG_WIDTH
+    fig.suptitle(title, x=left, y=1 - 0.08 / height, ha="left", va="top", fontsize=12)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    if handles:
+        fig.legend(
+            handles,
+            labels,
+            loc="upper left",
+            bbox_to_anchor=(left, 1 - 0.36 / height),
+            ncol=min(6, len(handles)),
+            frameon=False,
+            borderaxespad=0.0,
+            handlelength=1.6,
+            columnspacing=1.4,
+        )
+
+
+def _time_axis(ax: Any, t_end: float, scale: float, unit: str, *, label: bool) -> None:
+    ax.set_xlim(0, max(t_end, 1e-9) / scale)
+    if label:
+        ax.set_xlabel(f"simulated time ({unit})")
 
 
 def _extend(points: Sequence[Point], t_end: float) -> list[Point]:
@@ -151,9 +218,10 @@ def _extend(points: Sequence[Point], t_end: float) -> list[Point]:
     return pts
 
 
-def _png(fig: Figure) -> str:
+def _png(fig: Figure, *, tight: bool = True) -> str:
+    """The figure as base64 PNG; ``tight=False`` keeps the figure's own size and margins."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight" if tight else None)
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -172,13 +240,12 @@ def _style_axes(ax: Any) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def figure_failures(series: Mapping[str, ProfileSeries]) -> Figure:
-    import matplotlib.pyplot as plt
-
-    t_end = _t_max(series)
+def figure_failures(series: Mapping[str, ProfileSeries], t_end: float | None = None) -> Figure:
+    t_end = _t_max(series) if t_end is None else t_end
     scale, unit = _time_unit(t_end)
     colors = _colors(list(series))
-    fig, ax = plt.subplots(figsize=(8.5, 3.8))
+    fig, axes = _time_figure(1, 2.8)
+    ax = axes[0, 0]
     for name, s in series.items():
         pts = _extend(s.errors or [(0.0, 0.0)], t_end)
         ax.step(
@@ -189,26 +256,21 @@ def figure_failures(series: Mapping[str, ProfileSeries]) -> Figure:
             linewidth=2.2 if name == "numalign" else 1.6,
             label=f"{name} ({int(pts[-1][1])})",
         )
-    ax.set_xlabel(f"simulated time ({unit})")
-    ax.set_ylabel("TopologyAffinityErrors (cumulative)")
-    ax.set_title("Pods rejected by the node's Topology Manager after binding")
+    ax.set_ylabel("TopologyAffinityErrors\n(cumulative)")
     ax.set_ylim(bottom=0)
-    ax.set_xlim(left=0)
+    _time_axis(ax, t_end, scale, unit, label=True)
     _style_axes(ax)
-    ax.legend(frameon=False, loc="upper left")
-    fig.tight_layout()
+    _time_header(fig, axes, "Pods rejected by the node's Topology Manager after binding")
     return fig
 
 
-def figure_utilisation(series: Mapping[str, ProfileSeries]) -> Figure:
-    import matplotlib.pyplot as plt
-
+def figure_utilisation(series: Mapping[str, ProfileSeries], t_end: float | None = None) -> Figure:
     resources = _ordered({r for s in series.values() for r in s.utilisation})
-    t_end = _t_max(series)
+    t_end = _t_max(series) if t_end is None else t_end
     scale, unit = _time_unit(t_end)
     colors = _colors(list(series))
     n = max(1, len(resources))
-    fig, axes = plt.subplots(n, 1, figsize=(8.5, 2.4 * n + 0.6), sharex=True, squeeze=False)
+    fig, axes = _time_figure(n)
     for ax, res in zip(axes[:, 0], resources or ["cpu"], strict=False):
         for name, s in series.items():
             raw = s.utilisation.get(res)
@@ -225,24 +287,19 @@ def figure_utilisation(series: Mapping[str, ProfileSeries]) -> Figure:
             )
         ax.set_ylabel(f"{res} in use (%)")
         ax.set_ylim(0, 105)
-        ax.set_xlim(left=0)
+        _time_axis(ax, t_end, scale, unit, label=ax is axes[-1, 0])
         _style_axes(ax)
-    axes[0, 0].set_title("Cluster utilisation over time")
-    axes[0, 0].legend(frameon=False, loc="lower right", ncol=min(4, len(series)))
-    axes[-1, 0].set_xlabel(f"simulated time ({unit})")
-    fig.tight_layout()
+    _time_header(fig, axes, "Cluster utilisation over time")
     return fig
 
 
-def figure_pending(series: Mapping[str, ProfileSeries]) -> Figure:
-    import matplotlib.pyplot as plt
-
+def figure_pending(series: Mapping[str, ProfileSeries], t_end: float | None = None) -> Figure:
     frag = _ordered({r for s in series.values() for r in s.fragmentation})
-    t_end = _t_max(series)
+    t_end = _t_max(series) if t_end is None else t_end
     scale, unit = _time_unit(t_end)
     colors = _colors(list(series))
     rows = 1 + len(frag)
-    fig, axes = plt.subplots(rows, 1, figsize=(8.5, 2.4 * rows + 0.6), sharex=True, squeeze=False)
+    fig, axes = _time_figure(rows)
     ax = axes[0, 0]
     for name, s in series.items():
         pts = _extend([(0.0, 0.0), *s.pending], t_end)
@@ -256,8 +313,7 @@ def figure_pending(series: Mapping[str, ProfileSeries]) -> Figure:
         )
     ax.set_ylabel("pending pods")
     ax.set_ylim(bottom=0)
-    ax.set_title("Pending pods (no node passes the filters)")
-    ax.legend(frameon=False, loc="upper left", ncol=min(4, len(series)))
+    _time_axis(ax, t_end, scale, unit, label=rows == 1)
     _style_axes(ax)
     for ax, res in zip(axes[1:, 0], frag, strict=False):
         for name, s in series.items():
@@ -273,10 +329,9 @@ def figure_pending(series: Mapping[str, ProfileSeries]) -> Figure:
                 )
         ax.set_ylabel(f"{res} fragmented (%)")
         ax.set_ylim(0, 105)
+        _time_axis(ax, t_end, scale, unit, label=ax is axes[-1, 0])
         _style_axes(ax)
-    axes[-1, 0].set_xlabel(f"simulated time ({unit})")
-    axes[-1, 0].set_xlim(left=0)
-    fig.tight_layout()
+    _time_header(fig, axes, "Pending pods (no node passes the filters) and fragmentation")
     return fig
 
 
@@ -323,15 +378,16 @@ def figure_alignment(summary: Mapping[str, Any]) -> Figure:
     return fig
 
 
-def figure_heatmaps(heatmaps: Sequence[NumaHeatmap]) -> Figure:
+def figure_heatmaps(heatmaps: Sequence[NumaHeatmap], t_end: float | None = None) -> Figure:
     import matplotlib.pyplot as plt
     import numpy as np
 
     n = len(heatmaps)
-    cols = min(n, 2)
+    cols = min(n, 2) if n else 1
     rows = math.ceil(n / cols)
-    width = max(3.2, 0.9 * max(len(h.resources) for h in heatmaps) + 1.6)
-    height = max(2.4, 0.55 * max(len(h.numa_nodes) for h in heatmaps) + 1.6)
+    # panels sized so that the whole figure stays near the page width (text keeps its size)
+    width = max(3.0, 0.62 * max(len(h.resources) for h in heatmaps) + 1.2)
+    height = max(2.2, 0.5 * max(len(h.numa_nodes) for h in heatmaps) + 1.3)
     fig, axes = plt.subplots(
         rows,
         cols,
@@ -358,10 +414,15 @@ def figure_heatmaps(heatmaps: Sequence[NumaHeatmap]) -> Figure:
                 ax.text(j, i, text, ha="center", va="center", fontsize=9, color=color)
         ax.set_xticks(range(len(h.resources)), [_short(r) for r in h.resources], rotation=20)
         ax.set_yticks(range(len(h.numa_nodes)), [f"NUMA {i}" for i in h.numa_nodes])
-        ax.set_title(f"{h.profile}: {h.node}", fontsize=10)
+        ax.set_title(_heatmap_label(h, t_end, sep="\n"), fontsize=10)
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.85, label="utilisation")
     return fig
+
+
+def _heatmap_label(h: NumaHeatmap, t_end: float | None, sep: str = " ") -> str:
+    when = "" if h.time_s is None else f"{sep}at t = {format_time(h.time_s, t_end)}"
+    return f"{h.profile}: node {h.node}{when}"
 
 
 def _short(resource: str) -> str:
@@ -380,29 +441,37 @@ def render_figures(
 
     matplotlib.use("Agg")
     out: list[tuple[str, str, str]] = []
+    t_end = _t_max(series)
+    span = (
+        f" Time axis: 0 to the end of the simulation ({format_time(t_end)}), the same on every "
+        "time plot; where lines coincide, the later profile is drawn on top."
+    )
     if series:
         out.append(
             (
                 "failures",
                 "TopologyAffinityErrors over time (cumulative): pods the scheduler bound to a node "
-                "whose Topology Manager then rejected them.",
-                _png(figure_failures(series)),
+                "whose Topology Manager then rejected them." + span,
+                _png(figure_failures(series, t_end), tight=False),
             )
         )
         if any(s.utilisation for s in series.values()):
             out.append(
                 (
                     "utilisation",
-                    "Share of the cluster's capacity allocated to running pods, per resource.",
-                    _png(figure_utilisation(series)),
+                    "Share of the cluster's capacity allocated to running pods, per resource "
+                    "(after the last arrival the running pods finish and the cluster drains)."
+                    + span,
+                    _png(figure_utilisation(series, t_end), tight=False),
                 )
             )
         out.append(
             (
                 "pending",
-                "Pods waiting for a node (and, when sampled, free capacity that no single-NUMA "
-                "request can use).",
-                _png(figure_pending(series)),
+                "Pods waiting for a node (and, when sampled, the share of free capacity that no "
+                "single-NUMA request can use: free capacity outside each node's emptiest NUMA "
+                "node; an empty node with n equal NUMA nodes scores 1 - 1/n)." + span,
+                _png(figure_pending(series, t_end), tight=False),
             )
         )
     if summary.get("profiles"):
@@ -422,35 +491,132 @@ def render_figures(
     else:
         maps = list(heatmap)
     if maps:
-        when = maps[0].time_s
-        at = f" at t = {when:g} s" if when is not None else ""
+        which = "; ".join(_heatmap_label(h, t_end or None) for h in maps)
         out.append(
             (
                 "heatmap",
-                f"NUMA heat map{at}: allocated share of each NUMA node's CPUs, memory and "
-                "devices on one node.",
-                _png(figure_heatmaps(maps)),
+                "NUMA heat maps, one node per profile: allocated share of each NUMA node's CPUs, "
+                "memory and devices on the node with the highest CPU share, at the sample where "
+                f"that profile's cluster was busiest ({which}).",
+                _png(figure_heatmaps(maps, t_end or None)),
             )
         )
     return out
 
 
 # --------------------------------------------------------------------------------------------
+# Cluster description
+# --------------------------------------------------------------------------------------------
+
+
+def _gib(n_bytes: int) -> str:
+    gib = n_bytes / (1 << 30)
+    return f"{gib:.0f} GiB" if gib >= 10 else f"{gib:.3g} GiB"
+
+
+def _machine_hardware(m: Machine) -> str:
+    parts = [
+        f"{len(m.sockets)} socket{'s' if len(m.sockets) != 1 else ''}",
+        f"{len(m.numa_nodes)} NUMA node{'s' if len(m.numa_nodes) != 1 else ''}",
+        f"{len(m.online_cpus)} CPUs ({m.cpus_per_core} per core)",
+        _gib(sum(n.memory for n in m.numa_nodes)) + " memory",
+    ]
+    devices: dict[str, int] = {}
+    for d in m.devices:
+        if d.healthy:
+            devices[d.resource] = devices.get(d.resource, 0) + 1
+    parts += [f"{n} {r}" for r, n in sorted(devices.items())]
+    return ", ".join(parts)
+
+
+def cluster_overview(nodes: Sequence[tuple[str, Machine]], source: str) -> dict[str, Any]:
+    """A JSON-friendly description of a cluster for the report: ``nodes``, ``source``,
+    ``groups`` (nodes of one machine type and kubelet configuration: ``count``, ``machine``,
+    ``hardware``, ``topology_manager``, ``cpu_manager``, ``memory_manager``, ``example``) and a
+    one-line ``description``."""
+    groups: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+    for name, m in nodes:
+        k = m.kubelet
+        tm = f"{k.topology_manager_policy} (scope {k.topology_manager_scope})"
+        key = (m.name, _machine_hardware(m), tm, k.cpu_manager_policy, k.memory_manager_policy)
+        g = groups.get(key)
+        if g is None:
+            groups[key] = {
+                "count": 1,
+                "machine": m.name,
+                "hardware": key[1],
+                "topology_manager": tm,
+                "cpu_manager": k.cpu_manager_policy,
+                "memory_manager": k.memory_manager_policy,
+                "example": name,
+            }
+        else:
+            g["count"] += 1
+    ordered = sorted(groups.values(), key=lambda g: (-g["count"], g["machine"], g["example"]))
+    machines: dict[str, int] = {}
+    for g in ordered:
+        machines[g["machine"]] = machines.get(g["machine"], 0) + g["count"]
+    kinds = ", ".join(f"{n} x {m}" for m, n in machines.items())
+    return {
+        "nodes": len(nodes),
+        "source": source,
+        "description": f"{len(nodes)} nodes from {source}: {kinds}" if nodes else "no nodes",
+        "groups": ordered,
+    }
+
+
+# --------------------------------------------------------------------------------------------
 # Tables, HTML, files
 # --------------------------------------------------------------------------------------------
 
-_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("profile", "profile"),
-    ("scheduled", "scheduled"),
-    ("topology_affinity_errors", "topo errors"),
-    ("rejected", "rejected"),
-    ("pending", "pending"),
-    ("retries", "retries"),
-    ("aligned_fraction", "aligned"),
-    ("throughput_pods_per_s", "pods/s"),
-    ("p50", "p50 ms"),
-    ("p99", "p99 ms"),
+#: (summary key, column label, what it means) - the table and its legend.
+_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("profile", "profile", "the scheduler replayed (see Profiles below)"),
+    ("scheduled", "scheduled", "pods bound to a node and admitted by it"),
+    (
+        "topology_affinity_errors",
+        "topo errors",
+        "of the rejected, those the node's Topology Manager refused (TopologyAffinityError)",
+    ),
+    (
+        "rejected",
+        "rejected",
+        "pods bound to a node that then refused them (any kubelet reason); they fail",
+    ),
+    ("pending", "pending", "pods no node could take, still waiting at the end of the simulation"),
+    (
+        "dropped",
+        "dropped",
+        "pending pods given up because their end time (e.g. the trace's deletion) passed first",
+    ),
+    ("arrived", "arrived", "pods the workload submitted"),
+    ("retries", "recreated", "rejected pods recreated by their controller (--recreate)"),
+    (
+        "aligned_fraction",
+        "aligned",
+        "share of scheduled pods whose CPUs, memory and devices lie on the fewest NUMA nodes "
+        "that can hold them",
+    ),
+    (
+        "scheduler_cpu_s",
+        "CPU s",
+        "CPU time the scheduler spent on all its cycles (thread time; steadier than wall time)",
+    ),
+    ("p50", "p50 ms", "median wall-clock time of one scheduling cycle"),
+    ("p99", "p99 ms", "99th percentile wall-clock time of one scheduling cycle"),
 )
+
+#: Why rows add up (shown under the table).
+ACCOUNTING_NOTE = "scheduled + rejected + pending + dropped = arrived + recreated"
+
+_PROFILE_NOTES: Mapping[str, str] = {
+    "default": "kube-scheduler without NUMA awareness; the node's Topology Manager decides "
+    "after binding",
+    "nrt-snn": "scheduler-plugins NodeResourceTopologyMatch (single-numa-node nodes filtered "
+    "against per-NUMA free amounts)",
+    "volcano": "Volcano numa-aware predicate and score",
+    "numalign": "the node's own admission as the filter (exact), fewest NUMA nodes preferred",
+}
 
 
 def _cells(name: str, p: Mapping[str, Any]) -> list[str]:
@@ -465,9 +631,11 @@ def _cells(name: str, p: Mapping[str, Any]) -> list[str]:
         str(p.get("topology_affinity_errors", 0)),
         str(p.get("rejected", p.get("topology_affinity_errors", 0))),
         str(p.get("pending", 0)),
+        str(p.get("dropped", 0)),
+        str(p.get("arrived", "-")),
         str(p.get("retries", 0)),
         "-" if p.get("aligned_fraction") is None else f"{100 * p['aligned_fraction']:.1f}%",
-        num(p.get("throughput_pods_per_s"), ",.0f"),
+        num(p.get("scheduler_cpu_s"), ".2f"),
         num(lat.get("p50"), ".2f"),
         num(lat.get("p99"), ".2f"),
     ]
@@ -476,7 +644,7 @@ def _cells(name: str, p: Mapping[str, Any]) -> list[str]:
 def format_summary_table(summary: Mapping[str, Any]) -> str:
     """The per-profile summary as an aligned plain-text table (no trailing newline)."""
     profiles: Mapping[str, Any] = summary.get("profiles", {})
-    header = [label for _, label in _COLUMNS]
+    header = [label for _, label, _ in _COLUMNS]
     rows = [_cells(name, p) for name, p in profiles.items()]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
@@ -492,38 +660,134 @@ def format_summary_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+_LEGEND_WIDTH = 96
+
+
+def format_summary_legend(summary: Mapping[str, Any] | None = None) -> str:
+    """What the table's columns mean, one per line, and why the rows add up (no trailing
+    newline). With a summary, only the profiles it has are described."""
+    width = max(len(label) for _, label, _ in _COLUMNS[1:])
+
+    def entry(label: str, text: str) -> list[str]:
+        return textwrap.wrap(
+            text,
+            width=_LEGEND_WIDTH,
+            initial_indent=f"  {label.rjust(width)}: ",
+            subsequent_indent=" " * (width + 4),
+        )
+
+    lines = ["columns:"]
+    for _, label, text in _COLUMNS[1:]:
+        lines += entry(label, text)
+    lines += entry("rows", ACCOUNTING_NOTE)
+    names = list((summary or {}).get("profiles", {})) or list(_PROFILE_NOTES)
+    lines.append("profiles:")
+    for n in names:
+        if n in _PROFILE_NOTES:
+            lines += entry(n, _PROFILE_NOTES[n])
+    return "\n".join(lines)
+
+
 _CSS = """
+*, *::before, *::after { box-sizing: border-box; }
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2rem auto;
-       max-width: 1000px; color: #222; line-height: 1.45; padding: 0 1rem; }
+       max-width: 1000px; color: #222; line-height: 1.45; padding: 0 1rem;
+       overflow-wrap: anywhere; }
 h1 { font-size: 1.6rem; margin-bottom: 0.2rem; }
 h2 { font-size: 1.15rem; margin-top: 2rem; border-bottom: 1px solid #ddd; padding-bottom: .2rem; }
 .meta { color: #555; font-size: 0.92rem; }
+.meta ul { margin: .2rem 0 .4rem; padding-left: 1.2rem; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; font-size: 0.92rem; margin-top: .6rem; }
-th, td { padding: .3rem .7rem; border-bottom: 1px solid #e4e4e4; text-align: right; }
+th, td { padding: .3rem .6rem; border-bottom: 1px solid #e4e4e4; text-align: right;
+         white-space: nowrap; overflow-wrap: normal; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f6f6f6; }
 td.bad { color: #b30000; font-weight: 600; }
 td.good { color: #1a7f1a; font-weight: 600; }
+dl.legend { font-size: 0.88rem; color: #444; display: grid; grid-template-columns: max-content 1fr;
+            gap: .15rem .8rem; margin: .8rem 0; }
+dl.legend dt { font-weight: 600; }
+dl.legend dd { margin: 0; }
 figure { margin: 1rem 0 1.6rem; }
-figure img { max-width: 100%; height: auto; }
+figure img { display: block; max-width: 100%; height: auto; }
 figcaption { color: #555; font-size: 0.88rem; }
+td:first-child, th:first-child { position: sticky; left: 0; background: #fff; }
+th:first-child { background: #f6f6f6; }
+@media (max-width: 600px) {
+  body { margin: 1rem auto; padding: 0 .6rem; }
+  table { font-size: .8rem; }
+  th, td { padding: .25rem .4rem; }
+  h1 { font-size: 1.3rem; }
+  dl.legend { grid-template-columns: 1fr; }
+  dl.legend dd { margin-bottom: .3rem; }
+}
 """
 
 
 def _html_table(summary: Mapping[str, Any]) -> str:
     profiles: Mapping[str, Any] = summary.get("profiles", {})
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in _COLUMNS)
+    head = "".join(
+        f'<th title="{html.escape(text)}">{html.escape(label)}</th>' for _, label, text in _COLUMNS
+    )
     body = []
     for name, p in profiles.items():
         cells = _cells(name, p)
         tds = []
-        for (key, _), c in zip(_COLUMNS, cells, strict=True):
+        for (key, _, _), c in zip(_COLUMNS, cells, strict=True):
             cls = ""
             if key == "topology_affinity_errors":
                 cls = ' class="bad"' if c not in ("0", "-") else ' class="good"'
             tds.append(f"<td{cls}>{html.escape(c)}</td>")
         body.append("<tr>" + "".join(tds) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _html_legend(summary: Mapping[str, Any]) -> str:
+    items = [
+        f"<dt>{html.escape(label)}</dt><dd>{html.escape(text)}</dd>"
+        for _, label, text in _COLUMNS[1:]
+    ]
+    items.append(f"<dt>rows</dt><dd>{html.escape(ACCOUNTING_NOTE)}</dd>")
+    names = [n for n in summary.get("profiles", {}) if n in _PROFILE_NOTES]
+    profiles = "".join(
+        f"<dt>{html.escape(n)}</dt><dd>{html.escape(_PROFILE_NOTES[n])}</dd>" for n in names
+    )
+    out = f'<dl class="legend">{"".join(items)}</dl>'
+    if profiles:
+        out += f'<h3 class="meta">Profiles</h3><dl class="legend">{profiles}</dl>'
+    return out
+
+
+def _plain(value: Any) -> str:
+    """A readable one-line rendering of a JSON-like value (no braces or quotes)."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items() if v not in (None, "", {}))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value)
+    return str(value)
+
+
+def _cluster_html(cluster: Mapping[str, Any]) -> str:
+    text = cluster.get("description") or _plain(
+        {k: v for k, v in cluster.items() if k != "groups"}
+    )
+    groups = cluster.get("groups") or []
+    items = "".join(
+        "<li>"
+        + html.escape(
+            f"{g.get('count')} x {g.get('machine')}: {g.get('hardware')}; Topology Manager "
+            f"{g.get('topology_manager')}, CPU manager {g.get('cpu_manager')}, memory manager "
+            f"{g.get('memory_manager')} (e.g. {g.get('example')})"
+        )
+        + "</li>"
+        for g in groups
+        if isinstance(g, Mapping)
+    )
+    return html.escape(str(text)) + (f"<ul>{items}</ul>" if items else "")
 
 
 def _meta_html(summary: Mapping[str, Any]) -> str:
@@ -532,11 +796,16 @@ def _meta_html(summary: Mapping[str, Any]) -> str:
         v = summary.get(key)
         if v is None:
             continue
-        if isinstance(v, Mapping):
-            text = v.get("description") or v.get("name") or json.dumps(v, sort_keys=True)
+        if key == "cluster" and isinstance(v, Mapping):
+            body = _cluster_html(v)
+        elif isinstance(v, Mapping):
+            body = html.escape(str(v.get("description") or v.get("name") or _plain(v)))
+            spec = v.get("spec")
+            if spec and v.get("description"):
+                body += f" <code>{html.escape(str(spec))}</code>"
         else:
-            text = str(v)
-        items.append(f"<div><b>{html.escape(key)}</b>: {html.escape(str(text))}</div>")
+            body = html.escape(str(v))
+        items.append(f"<div><b>{html.escape(key)}</b>: {body}</div>")
     return "".join(items)
 
 
@@ -545,7 +814,7 @@ def render_html(
     figures: Sequence[tuple[str, str, str]],
     title: str = "numalign simulation report",
 ) -> str:
-    """The report page: summary table and embedded PNG figures."""
+    """The report page: summary table with its legend, and embedded PNG figures."""
     figs = "".join(
         f'<figure id="{html.escape(fid)}"><img alt="{html.escape(fid)}" '
         f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)}</figcaption>'
@@ -554,12 +823,10 @@ def render_html(
     )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
         f'<h1>{html.escape(title)}</h1><div class="meta">{_meta_html(summary)}</div>'
-        f"<h2>Summary</h2>{_html_table(summary)}"
-        '<p class="meta">topo errors: pods bound by the scheduler and then rejected by the '
-        "node with TopologyAffinityError; aligned: share of scheduled pods whose resources all "
-        "lie within the minimal NUMA mask; latency: one scheduling cycle (wall clock).</p>"
+        f"<h2>Summary</h2>{_html_table(summary)}{_html_legend(summary)}"
         f"<h2>Plots</h2>{figs}</body></html>\n"
     )
 
@@ -583,6 +850,18 @@ def write_report(
     figures = render_figures(summary, series, heatmap)
     _write_atomic(report_path, render_html(summary, figures, title))
     return summary_path, report_path
+
+
+def check_writable_dir(out_dir: str | os.PathLike[str]) -> None:
+    """Raise ``OSError`` unless ``out_dir`` is (or can be created as) a directory this process
+    can write files in: it is created, and a probe file written and removed."""
+    out = os.fspath(out_dir)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", out)
+    os.makedirs(out, exist_ok=True)
+    fd, probe = tempfile.mkstemp(prefix=".numalign-probe-", dir=out)
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _write_atomic(path: str, text: str) -> None:

@@ -8,7 +8,7 @@ profile can be rejected by its node exactly as Kubernetes would (``TopologyAffin
 * A pod no node accepts stays **pending**; pending pods are tried again, oldest first, when a
   pod departs (at most ``retry_batch`` per departure, like the scheduler's queue moving
   unschedulable pods back on cluster events). A pending pod whose own departure time passes
-  is dropped.
+  is **dropped** then (e.g. a trace pod deleted before it ever ran), retried or not.
 * A pod **rejected** by its node fails, as in Kubernetes. With ``recreate`` its ReplicaSet
   recreates it ``recreate_delay_s`` later, at most ``max_retries`` times (counted).
 * **aligned**: every NUMA-bound resource of the pod (exclusive CPUs, memory blocks, devices)
@@ -17,7 +17,16 @@ profile can be rejected by its node exactly as Kubernetes would (``TopologyAffin
   aligned (nothing of theirs is split).
 * **fragmentation** (sampled): per resource, the share of free capacity that a single-NUMA
   request cannot use: ``1 - sum over nodes of (largest free amount on one NUMA node) / total
-  free``.
+  free``, in [0, 1].
+* **samples**: the cluster's state at the end of an instant (after every event at that time),
+  about ``samples`` times over the workload's span, and always once at the end of the
+  simulation (the last event: usually a departure, after the last arrival). Sample times
+  never decrease, so time-weighted means lie between the minimum and maximum.
+* **accounting**: every submitted pod (arrival or recreation) ends in exactly one of
+  scheduled, rejected, pending at the end, dropped
+  (:func:`numalign.sim.metrics.unaccounted` is 0).
+* **scheduler CPU time**: the thread CPU time spent in scheduling cycles (steadier than wall
+  time between identical runs on a shared machine); latencies are per cycle, wall clock.
 """
 
 from __future__ import annotations
@@ -30,13 +39,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from numalign.bitmask import mask_of
+from numalign.errors import InputError
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.node.usage import fewest_numa_nodes, numa_amounts, pod_usage
 from numalign.pods import Pod
 from numalign.policies import Scope
 from numalign.scheduler.cluster import Cluster
-from numalign.scheduler.profiles import get_profile
+from numalign.scheduler.profiles import PROFILES, get_profile
 from numalign.scheduler.scheduler import Scheduler
 from numalign.sim.metrics import ContainerPlacement, MetricsRecorder
 from numalign.sim.report import NumaHeatmap
@@ -44,7 +54,8 @@ from numalign.sim.workloads import Workload
 
 Progress = Callable[[str, int, int], None]
 
-ARRIVE, DEPART, RETRY = 1, 0, 2  # departures first at equal times: capacity frees up first
+# at equal times: departures first (capacity frees up), then arrivals, retries, expiries
+ARRIVE, DEPART, RETRY, EXPIRE = 1, 0, 2, 3
 GPU = "nvidia.com/gpu"
 
 
@@ -92,6 +103,9 @@ class _Run:
         self.pending_uids: set[str] = set()
         self.running: dict[str, tuple[int, Pod]] = {}
         self.sched_time = 0.0
+        self.sched_cpu = 0.0
+        self.end_s = 0.0
+        self.last_sample: float | None = None
         span = max(workload.span_s, 1e-9)
         self.sample_every = span / max(1, samples)
         self.next_sample = 0.0
@@ -111,27 +125,39 @@ class _Run:
             self.push(a.time_s, ARRIVE, (a.pod, a.duration_s, a.departure_s))
         total = len(self.workload)
         done = 0
+        now: float | None = None
         while self.events:
+            t = self.events[0][0]
+            if now is not None and t > now and now >= self.next_sample:
+                self._sample(now)  # the state at the end of instant `now`
+                self.next_sample = now + self.sample_every
             t, kind, _, item = heapq.heappop(self.events)
+            now = t
             if kind == DEPART:
                 self._depart(t, item)
+            elif kind == EXPIRE:
+                self._expire(t, item)
             else:
                 pod, duration, deadline = item
+                if kind == ARRIVE:
+                    self.rec.record_arrived(self.name, t, pod.key)
                 self._try(t, pod, duration, deadline)
                 if kind == ARRIVE:
                     done += 1
                     if self.progress and (done % 200 == 0 or done == total):
                         self.progress(self.name, done, total)
-            if t >= self.next_sample:
-                self._sample(t)
-                self.next_sample = t + self.sample_every
-        self._sample(max((a.time_s for a in self.workload), default=0.0))
+        self.end_s = now if now is not None else 0.0
+        if self.last_sample != self.end_s or now is None:
+            self._sample(self.end_s)  # the real end: after the last departure
         self.rec.set_wall_time(self.name, self.sched_time)
+        self.rec.set_cpu_time(self.name, self.sched_cpu)
 
     def _try(self, t: float, pod: Pod, duration: float | None, deadline: float | None) -> bool:
+        c0 = time.thread_time()
         t0 = time.perf_counter()
         out = self.sched.schedule(pod)
         dt = time.perf_counter() - t0
+        self.sched_cpu += time.thread_time() - c0
         self.sched_time += dt
         if out.admitted and out.placement is not None and out.result is not None:
             node = self.cluster.nodes[out.placement.node].node
@@ -159,6 +185,8 @@ class _Run:
         if pod.uid not in self.pending_uids:
             self.pending.append((pod, duration, deadline))
             self.pending_uids.add(pod.uid)
+            if deadline is not None:
+                self.push(deadline, EXPIRE, pod)
         return False
 
     def _depart(self, t: float, uid: str) -> None:
@@ -170,8 +198,12 @@ class _Run:
         if self.keep:
             self.placements.append(("release", self.cluster.nodes[node].name, pod))
         self.rec.record_departed(self.name, t, pod.key)
-        for _ in range(min(self.retry_batch, len(self.pending))):
+        tried = 0
+        while tried < self.retry_batch and self.pending:
             pod2, duration, deadline = self.pending.popleft()
+            if pod2.uid not in self.pending_uids:
+                continue  # expired while it waited (see _expire)
+            tried += 1
             self.pending_uids.discard(pod2.uid)
             if deadline is not None and deadline <= t:
                 self.rec.record_dropped(self.name, t, pod2.key)
@@ -179,7 +211,15 @@ class _Run:
             remaining = None if deadline is None or duration is None else deadline - t
             self._try(t, pod2, remaining if remaining is not None else duration, deadline)
 
+    def _expire(self, t: float, pod: Pod) -> None:
+        """A pending pod's departure time has come: it never ran, drop it (its queue entry
+        is skipped when reached)."""
+        if pod.uid in self.pending_uids:
+            self.pending_uids.discard(pod.uid)
+            self.rec.record_dropped(self.name, t, pod.key)
+
     def _sample(self, t: float) -> None:
+        self.last_sample = t
         c = self.cluster
         alloc = c.allocatable.sum(axis=0)
         used = c.requested.sum(axis=0)
@@ -208,6 +248,35 @@ class _Run:
         return {("gpu" if r == GPU else r): 1.0 - usable[r] / f for r, f in free_total.items() if f > 0}
 
 
+def check_profiles(names: Sequence[str]) -> list[str]:
+    """Profile names, stripped: none empty, none twice, all known (``InputError`` naming
+    ``profiles`` otherwise); at least one."""
+    out = [n.strip() for n in names]
+    if not any(out):
+        raise InputError(f"no profile given (known: {', '.join(PROFILES)})", "profiles")
+    seen: set[str] = set()
+    for i, name in enumerate(out):
+        if not name:
+            raise InputError(f"empty profile name at position {i + 1} of {','.join(names)!r}",
+                             "profiles")
+        if name in seen:
+            raise InputError(f"profile {name!r} given twice", "profiles")
+        seen.add(name)
+        get_profile(name)
+    return out
+
+
+def _check_unique_pods(workload: Workload) -> None:
+    """Pods are tracked by key and uid: two arrivals of one pod would be counted wrongly."""
+    keys: set[str] = set()
+    uids: set[str] = set()
+    for i, a in enumerate(workload):
+        if a.pod.key in keys or a.pod.uid in uids:
+            raise InputError(f"pod {a.pod.key} (uid {a.pod.uid}) arrives twice", f"workload[{i}]")
+        keys.add(a.pod.key)
+        uids.add(a.pod.uid)
+
+
 def simulate(
     nodes: Sequence[tuple[str, Machine]],
     workload: Workload,
@@ -222,8 +291,8 @@ def simulate(
     progress: Progress | None = None,
 ) -> SimResult:
     """Replay ``workload`` on ``nodes`` once per profile (see the module docstring)."""
-    for p in profiles:
-        get_profile(p)  # validate names before any work
+    profiles = check_profiles(profiles)  # before any work
+    _check_unique_pods(workload)
     rec = MetricsRecorder(profiles)
     result = SimResult(rec)
     for p in profiles:
