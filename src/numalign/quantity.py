@@ -20,6 +20,7 @@ library.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import Decimal, InvalidOperation
@@ -154,6 +155,7 @@ def is_bytes_resource(name: str) -> bool:
     return is_memory_resource(name) or name in _STORAGE
 
 
+@functools.lru_cache(maxsize=256)
 def hugepage_resource_name(page_size: int) -> str:
     """The kubelet's resource name of a page size in bytes.
 

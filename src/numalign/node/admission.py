@@ -96,6 +96,7 @@ class Node:
             kc.topology_manager_scope, "kubelet.topologyManagerScope"
         )
         # kubelet manager construction checks (NUMA limit, distances) happen here, once
+        self._policies: dict[Policy, TopologyPolicy] = {}
         self._policy(self.node_policy)
         self._reserved: frozenset[int] | None = None
         #: what happened on the way (a reconcile's kept and dropped pods), for the CLI to show
@@ -105,6 +106,12 @@ class Node:
     # ------------------------------------------------------------------ policy
 
     def _policy(self, policy: Policy) -> TopologyPolicy:
+        cached = self._policies.get(policy)
+        if cached is None:
+            cached = self._policies[policy] = self._new_policy(policy)
+        return cached
+
+    def _new_policy(self, policy: Policy) -> TopologyPolicy:
         m = self.machine
         distances = m.distances if m.has_distances else None
         try:

@@ -236,10 +236,11 @@ def numa_free(node: NodeView) -> dict[int, dict[str, int]]:
     m, st, reserved = node.machine, node.state, node.reserved_cpus
     out: dict[int, dict[str, int]] = {i: {} for i in m.node_ids}
     if m.kubelet.cpu_manager_policy == CPU_STATIC:
-        for c in st.cpu.shared_pool() - reserved:
-            cpu = m.cpu_by_id.get(c)
-            if cpu is not None and cpu.numa in out:
-                out[cpu.numa][CPU] = out[cpu.numa].get(CPU, 0) + 1
+        free = st.cpu.shared_pool() - reserved
+        for nid, cpus in m.cpus_by_numa.items():
+            n = len(free & cpus)
+            if n and nid in out:
+                out[nid][CPU] = n
     if m.kubelet.memory_manager_policy == MEMORY_STATIC:
         for nid in st.memory.numa_ids():
             if nid not in out:
