@@ -16,9 +16,11 @@ from typing import Any
 
 from numalign.errors import InputError, StateError
 from numalign.machine.model import Machine
-from numalign.resources.cpu import CpuState, new_cpu_state
+from numalign.resources.cpu import new_cpu_state
+from numalign.resources.cpu_state import CpuState
 from numalign.resources.devices import DeviceState
-from numalign.resources.memory import MemoryState, new_memory_state
+from numalign.resources.memory import new_memory_state
+from numalign.resources.memory_state import MemoryState
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,125 @@
+"""The CPU manager's state (kubelet ``cpumanager/state``): the shared pool, the exclusive
+assignments and the CPUs a pod may reuse, with the reader methods everyone else uses and the
+writer used for usage observed elsewhere. Decisions live in :mod:`numalign.resources.cpu`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from numalign.cpulist import format_cpulist, parse_cpulist
+from numalign.errors import InputError
+
+POLICY_NONE = "none"
+POLICY_STATIC = "static"
+
+
+@dataclass
+class CpuState:
+    """What the CPU manager has handed out (kubelet ``cpu_manager_state`` + ``cpusToReuse``).
+
+    ``default_set`` is the shared pool (reserved CPUs included unless strict reservation);
+    ``assignments`` maps pod uid -> container name -> exclusive CPUs; ``cpus_to_reuse`` holds
+    the CPUs of a pod's finished init containers that its later containers may take (kubelet
+    keeps it in memory only, for the pod being admitted).
+    """
+
+    default_set: set[int] = field(default_factory=set)
+    assignments: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
+    cpus_to_reuse: dict[str, set[int]] = field(default_factory=dict)
+    policy_name: str = POLICY_STATIC
+
+    def copy(self) -> CpuState:
+        return CpuState(
+            set(self.default_set),
+            {uid: dict(cs) for uid, cs in self.assignments.items()},
+            {uid: set(s) for uid, s in self.cpus_to_reuse.items()},
+            self.policy_name,
+        )
+
+    def cpuset(self, pod_uid: str, container: str) -> frozenset[int] | None:
+        return self.assignments.get(pod_uid, {}).get(container)
+
+    def assigned_cpus(self) -> frozenset[int]:
+        out: set[int] = set()
+        for cs in self.assignments.values():
+            for s in cs.values():
+                out |= s
+        return frozenset(out)
+
+    # -- readers (the kubelet's state.Reader): nobody outside resources/ reads the tables --
+
+    def shared_pool(self) -> frozenset[int]:
+        """kubelet ``GetDefaultCPUSet``: the shared pool (reserved CPUs included)."""
+        return frozenset(self.default_set)
+
+    def pod_cpus(self, pod_uid: str) -> dict[str, frozenset[int]]:
+        """Container name -> exclusive CPUs of one pod (kubelet ``GetCPUSet`` per container)."""
+        return dict(self.assignments.get(pod_uid, {}))
+
+    def pod_uids(self) -> frozenset[str]:
+        return frozenset(self.assignments)
+
+    # -- writers used for usage observed elsewhere (an NRT, a checkpoint) ------------------
+
+    def occupy(self, pod_uid: str, container: str, cpus: frozenset[int]) -> None:
+        """Record ``cpus`` as exclusively held by ``pod_uid``/``container`` (taken from the
+        shared pool); every CPU must be in the pool or already held by the same pod (a pod's
+        later containers reuse its init containers' CPUs)."""
+        mine = {c for cs in self.assignments.get(pod_uid, {}).values() for c in cs}
+        missing = cpus - self.default_set - mine
+        if missing:
+            raise InputError(
+                f"CPUs {format_cpulist(missing)} are not in the shared pool", "cpus"
+            )
+        self.default_set -= cpus
+        held = self.assignments.setdefault(pod_uid, {})
+        held[container] = held.get(container, frozenset()) | cpus
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, close to the kubelet checkpoint (cpulist strings, no checksum)."""
+        d: dict[str, Any] = {
+            "policyName": self.policy_name,
+            "defaultCpuSet": format_cpulist(self.default_set),
+        }
+        if self.assignments:
+            d["entries"] = {
+                uid: {name: format_cpulist(s) for name, s in sorted(cs.items())}
+                for uid, cs in sorted(self.assignments.items())
+            }
+        if self.cpus_to_reuse:
+            d["cpusToReuse"] = {
+                uid: format_cpulist(s) for uid, s in sorted(self.cpus_to_reuse.items())
+            }
+        return d
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> CpuState:
+        if not isinstance(d, Mapping):
+            raise InputError("expected a mapping", "cpu")
+        policy = d.get("policyName", POLICY_STATIC)
+        if not isinstance(policy, str):
+            raise InputError(f"expected a string, got {policy!r}", "cpu.policyName")
+        default = parse_cpulist(d.get("defaultCpuSet", ""), "cpu.defaultCpuSet")
+        assignments: dict[str, dict[str, frozenset[int]]] = {}
+        entries = d.get("entries") or {}
+        if not isinstance(entries, Mapping):
+            raise InputError("expected a mapping of pod uid to containers", "cpu.entries")
+        for uid, cs in entries.items():
+            if not isinstance(cs, Mapping):
+                raise InputError(
+                    "expected a mapping of container name to cpuset", f"cpu.entries.{uid}"
+                )
+            assignments[str(uid)] = {
+                str(name): parse_cpulist(v, f"cpu.entries.{uid}.{name}") for name, v in cs.items()
+            }
+        reuse_raw = d.get("cpusToReuse") or {}
+        if not isinstance(reuse_raw, Mapping):
+            raise InputError("expected a mapping of pod uid to cpuset", "cpu.cpusToReuse")
+        reuse = {
+            str(uid): set(parse_cpulist(v, f"cpu.cpusToReuse.{uid}"))
+            for uid, v in reuse_raw.items()
+        }
+        return CpuState(set(default), assignments, reuse, policy)

@@ -1,0 +1,253 @@
+"""The memory manager's state (kubelet ``memorymanager/state``): blocks, per-NUMA tables,
+the machine state and the assignments, with the reader methods everyone else uses and the
+writer used for usage observed elsewhere. Decisions live in :mod:`numalign.resources.memory`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from numalign.errors import InputError
+
+POLICY_NONE = "None"
+POLICY_STATIC = "Static"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A container's memory of one type on a set of NUMA nodes (kubelet ``state.Block``)."""
+
+    numa_affinity: tuple[int, ...]
+    type: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"numaAffinity": list(self.numa_affinity), "type": self.type, "size": self.size}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> Block:
+        try:
+            return Block(tuple(int(i) for i in d["numaAffinity"]), str(d["type"]), int(d["size"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(f"invalid memory block: {e}") from None
+
+
+@dataclass
+class MemoryTable:
+    """One resource on one NUMA node (kubelet ``state.MemoryTable``), bytes."""
+
+    total: int
+    system_reserved: int
+    allocatable: int
+    reserved: int
+    free: int
+
+    def copy(self) -> MemoryTable:
+        return MemoryTable(
+            self.total, self.system_reserved, self.allocatable, self.reserved, self.free
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "systemReserved": self.system_reserved,
+            "allocatable": self.allocatable,
+            "reserved": self.reserved,
+            "free": self.free,
+        }
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> MemoryTable:
+        return MemoryTable(
+            int(d.get("total", 0)),
+            int(d.get("systemReserved", 0)),
+            int(d.get("allocatable", 0)),
+            int(d.get("reserved", 0)),
+            int(d.get("free", 0)),
+        )
+
+
+@dataclass
+class NodeMemoryState:
+    """One NUMA node (kubelet ``state.NUMANodeState``)."""
+
+    number_of_assignments: int = 0
+    memory_map: dict[str, MemoryTable] = field(default_factory=dict)
+    cells: list[int] = field(default_factory=list)
+
+    def copy(self) -> NodeMemoryState:
+        return NodeMemoryState(
+            self.number_of_assignments,
+            {k: v.copy() for k, v in self.memory_map.items()},
+            list(self.cells),
+        )
+
+    def table(self, resource: str) -> MemoryTable | None:
+        return self.memory_map.get(resource)
+
+    def free(self, resource: str) -> int:
+        t = self.memory_map.get(resource)
+        return t.free if t is not None else 0
+
+    def allocatable(self, resource: str) -> int:
+        t = self.memory_map.get(resource)
+        return t.allocatable if t is not None else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "numberOfAssignments": self.number_of_assignments,
+            "memoryMap": {k: self.memory_map[k].to_dict() for k in sorted(self.memory_map)},
+            "cells": list(self.cells),
+        }
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> NodeMemoryState:
+        mm = d.get("memoryMap") or {}
+        return NodeMemoryState(
+            int(d.get("numberOfAssignments", 0)),
+            {str(k): MemoryTable.from_dict(v) for k, v in mm.items()},
+            [int(c) for c in (d.get("cells") or [])],
+        )
+
+
+@dataclass
+class MemoryState:
+    """The memory manager's mutable state (kubelet ``memory_manager_state``).
+
+    ``reusable`` is the kubelet policy's in-memory ``initContainersReusableMemory`` (pod ->
+    mask -> resource -> bytes): it lives only while a pod is being admitted, is copied with
+    the state (so scheduler "assume" copies behave like the node) and, as in the kubelet, is
+    not part of the checkpoint.
+    """
+
+    policy_name: str = POLICY_STATIC
+    machine_state: dict[int, NodeMemoryState] = field(default_factory=dict)
+    assignments: dict[str, dict[str, list[Block]]] = field(default_factory=dict)
+    reusable: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
+
+    def copy(self) -> MemoryState:
+        return MemoryState(
+            self.policy_name,
+            {k: v.copy() for k, v in self.machine_state.items()},
+            {p: {c: list(b) for c, b in cs.items()} for p, cs in self.assignments.items()},
+            {p: {m: dict(r) for m, r in ms.items()} for p, ms in self.reusable.items()},
+        )
+
+    def blocks(self, pod_uid: str, container: str) -> list[Block] | None:
+        return self.assignments.get(pod_uid, {}).get(container)
+
+    # -- readers (the kubelet's state.Reader): nobody outside resources/ reads the tables --
+
+    def pod_blocks(self, pod_uid: str) -> dict[str, list[Block]]:
+        """Container name -> memory blocks of one pod (kubelet ``GetMemoryBlocks``)."""
+        return {c: list(bs) for c, bs in self.assignments.get(pod_uid, {}).items()}
+
+    def pod_uids(self) -> frozenset[str]:
+        return frozenset(self.assignments)
+
+    def numa_ids(self) -> tuple[int, ...]:
+        """The NUMA nodes of the machine state (empty under the ``None`` policy)."""
+        return tuple(sorted(self.machine_state))
+
+    def amounts(self, numa: int, resource: str) -> tuple[int, int] | None:
+        """``(allocatable, free)`` bytes of ``resource`` on ``numa``; None without a table."""
+        ns = self.machine_state.get(numa)
+        t = ns.table(resource) if ns is not None else None
+        return None if t is None else (t.allocatable, t.free)
+
+    def resources_of(self, numa: int) -> tuple[str, ...]:
+        ns = self.machine_state.get(numa)
+        return () if ns is None else tuple(sorted(ns.memory_map))
+
+    def group(self, numa: int) -> tuple[tuple[int, ...], int]:
+        """``(cells, assignments)`` of ``numa``: the NUMA group its memory assignments span
+        (``()`` when none) and how many assignments it counts (kubelet ``NUMANodeState``)."""
+        ns = self.machine_state.get(numa)
+        if ns is None or ns.number_of_assignments == 0:
+            return (), 0
+        return tuple(sorted(ns.cells)), ns.number_of_assignments
+
+    # -- writers used for usage observed elsewhere (an NRT, a checkpoint) ------------------
+
+    def observe(
+        self,
+        pod_uid: str,
+        used: Mapping[int, Mapping[str, int]],
+        groups: Mapping[int, tuple[tuple[int, ...], int]],
+    ) -> None:
+        """Apply memory in use that numalign did not allocate itself.
+
+        ``used``: NUMA node -> resource -> bytes in use; ``groups``: NUMA node -> (cells,
+        assignments) as :meth:`group` reports them. A node with memory in use and no group
+        counts as one single-node assignment (the kubelet's state for memory pinned to one
+        node). The tables' ``free``/``reserved`` change as observed (at most what is free), the NUMA
+        groups as reported, and the pod ``pod_uid`` holds one block per (group, resource).
+        """
+        ms = self.machine_state
+        cells_of: dict[int, tuple[tuple[int, ...], int]] = dict(groups)
+        for nid, per in used.items():
+            if any(v > 0 for v in per.values()) and nid not in cells_of:
+                cells_of[nid] = ((nid,), 1)
+        for nid, (cells, count) in cells_of.items():
+            if nid not in ms or any(c not in ms for c in cells) or nid not in cells:
+                raise InputError(f"NUMA group {list(cells)} is not on this machine", f"memory.{nid}")
+            if count > 0:
+                group_node = ms[nid]
+                group_node.number_of_assignments = max(group_node.number_of_assignments, count)
+                group_node.cells = list(cells)
+        per_block: dict[tuple[tuple[int, ...], str], int] = {}
+        for nid, per in sorted(used.items()):
+            node_state = ms.get(nid)
+            if node_state is None:
+                raise InputError("NUMA node is not on this machine", f"memory.{nid}")
+            for res, amount in sorted(per.items()):
+                if amount <= 0:
+                    continue
+                t = node_state.table(res)
+                if t is None:
+                    raise InputError(f"no {res} on this NUMA node", f"memory.{nid}")
+                amount = min(amount, t.free)  # an observer cannot use more than is free
+                t.free -= amount
+                t.reserved += amount
+                key = (cells_of[nid][0], res)
+                per_block[key] = per_block.get(key, 0) + amount
+        if per_block:
+            held = self.assignments.setdefault(pod_uid, {})
+            for (cells, res), size in sorted(per_block.items()):
+                held.setdefault(f"node-{cells[0]}", []).append(Block(cells, res, size))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The kubelet checkpoint's JSON shape (without ``checksum``)."""
+        out: dict[str, Any] = {
+            "policyName": self.policy_name,
+            "machineState": {
+                str(n): self.machine_state[n].to_dict() for n in sorted(self.machine_state)
+            },
+        }
+        entries = {
+            p: {c: [b.to_dict() for b in bs] for c, bs in cs.items()}
+            for p, cs in self.assignments.items()
+        }
+        if entries:  # Go: `json:"entries,omitempty"`
+            out["entries"] = entries
+        return out
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> MemoryState:
+        if not isinstance(d, Mapping):
+            raise InputError("memory manager state must be an object")
+        try:
+            ms = {
+                int(k): NodeMemoryState.from_dict(v)
+                for k, v in (d.get("machineState") or {}).items()
+            }
+        except (TypeError, ValueError, AttributeError) as e:
+            raise InputError(f"invalid value: {e}", "machineState") from None
+        entries: dict[str, dict[str, list[Block]]] = {}
+        for p, cs in (d.get("entries") or {}).items():
+            entries[str(p)] = {
+                str(c): [Block.from_dict(b) for b in (bs or [])] for c, bs in cs.items()
+            }
+        return MemoryState(str(d.get("policyName", POLICY_STATIC)), ms, entries, {})
