@@ -47,7 +47,7 @@ from typing import Any
 
 from numalign.bitmask import ids_of, mask_of, masks_of_size
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
-from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Machine
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 
@@ -681,13 +681,18 @@ def calculate_hints(
         return alloc_ok(mask) and group_ok(mask) and free_ok(mask, True)
 
     universe = mask_of(n for n in nodes if ms[n].number_of_assignments == 0)
+    # the monotone part as data: allocatable and free amounts per node and resource, and
+    # nodes of a multi-node group (never usable alone)
+    demand = Demand.per_node(
+        {n: alloc[n] + free[n] for n in nodes if universe >> n & 1},
+        need + need,
+        lonely=mask_of(n for n in nodes if universe >> n & 1 and len(ms[n].cells) > 1),
+    )
 
     def feasible(mask: int) -> bool:
         if mask & ~universe:
             return False
-        if mask.bit_count() == 1 and len(ms[ids_of(mask)[0]].cells) > 1:
-            return False
-        return alloc_ok(mask) and free_ok(mask, False)
+        return demand.feasible(mask)
 
     extra: set[int] = set()
     candidates: set[int] = set(reusable)
@@ -714,6 +719,7 @@ def calculate_hints(
         feasible=feasible,
         preferred_size=min_size,
         extra=frozenset(extra),
+        demand=demand,
     )
     if gen.is_empty():
         return None

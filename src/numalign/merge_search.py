@@ -1,0 +1,661 @@
+"""The searches behind :mod:`numalign.merge`: monotone hint families without listing them.
+
+Everything here answers questions about *monotone families*: the masks ``M`` inside a
+universe ``U`` with ``feasible(M)``, where a superset of a feasible mask (still inside ``U``)
+is feasible (:class:`~numalign.hints.GeneratedHints`). Three oracles and two optimisers:
+
+* :func:`joint_reach` - "can ``base`` grow by at most ``t`` nodes of ``cand`` into a mask
+  that every family accepts?" (the preferred search, and one family alone);
+* :func:`and_reach` - "can one pick per family AND to a mask ``X`` with ``In ⊆ X``,
+  ``X ∩ Ex = ∅`` and ``|X| <= c``?" (the non-preferred search); an assignment of every node
+  to a family that drops it, or to the at most ``c - |In|`` nodes kept;
+* :func:`colex_best` - the numerically smallest ``q``-subset an oracle admits (for one
+  popcount, the kubelet's narrowness order), with at most one oracle call per node;
+* :func:`closest_best` - the ``q``-subset of smallest average distance (ties: smallest
+  integer), by branch and bound in increasing integer order.
+
+The oracles are exact. Their worst case is exponential (both embed NP-hard problems:
+``PARTITION`` is "can two capacity families drop disjoint halves of the machine"), so every
+search step is counted by a :class:`Budget`, which raises :class:`MergeTooLarge` rather
+than hang. What keeps real inputs far below the budget:
+
+* nodes that look the same to every family (same amounts, not special) form *classes*;
+  searches choose how many nodes of a class to take, never which ones, so a machine of
+  identical nodes costs a few steps per class, not ``2^N``;
+* optimistic bounds (the ``t`` largest amounts still available, the slack a family has left
+  to drop nodes) prune before branching; failed states are memoised;
+* :func:`and_reach` first asks whether one family alone does the job (then the others
+  pick their whole universe), which is the common case.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from numalign.bitmask import ids_of
+from numalign.errors import InputError
+from numalign.hints import GeneratedHints
+
+#: Search steps one merge may take before :class:`MergeTooLarge` is raised.
+STEP_LIMIT = 2_000_000
+
+
+class MergeTooLarge(InputError):
+    """The exact merge would need more than :data:`STEP_LIMIT` search steps."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"merge needs more than {STEP_LIMIT:,} search steps ({what}); "
+            "the inputs are too large for an exact answer",
+            "hints",
+        )
+
+
+class Budget:
+    """Counts search steps of one merge."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, steps: int | None = None) -> None:
+        self.left = STEP_LIMIT if steps is None else steps
+
+    def tick(self, what: str, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise MergeTooLarge(what)
+
+
+def popcount(mask: int) -> int:
+    return mask.bit_count()
+
+
+# --------------------------------------------------------------------------- families
+
+
+class Family:
+    """One generated list's monotone part, prepared for the searches.
+
+    With a :class:`~numalign.hints.Demand` the family knows each node's amounts; nodes
+    that touch a multi-node item, a ``touch`` mask or ``lonely`` are *special* (their effect
+    is not a plain amount) and every check on them goes through the exact rule. Without
+    a demand (an opaque ``feasible``) every node is special and bounds are the monotone
+    one (``feasible`` of everything still available).
+    """
+
+    __slots__ = (
+        "dims",
+        "feasible",
+        "gen",
+        "lonely",
+        "multi",
+        "need",
+        "opaque",
+        "special",
+        "touch",
+        "universe",
+        "weights",
+    )
+
+    def __init__(self, gen: GeneratedHints) -> None:
+        self.gen = gen
+        self.universe = gen.universe
+        self.feasible: Callable[[int], bool] = gen.feasible
+        demand = gen.demand
+        self.opaque = demand is None
+        self.dims: list[int] = []
+        self.need: list[int] = []
+        self.weights: dict[int, list[int]] = {}
+        self.multi: list[list[tuple[int, int]]] = []
+        self.touch: tuple[int, ...] = ()
+        self.lonely = 0
+        if demand is None:
+            self.special = self.universe
+            return
+        self.feasible = demand.feasible
+        self.touch = demand.touch
+        self.lonely = demand.lonely
+        special = demand.lonely
+        for t in demand.touch:
+            special |= t
+        active = [d for d, n in enumerate(demand.need) if n > 0]
+        self.need = [demand.need[d] for d in active]
+        self.dims = list(range(len(active)))
+        for i, d in enumerate(active):
+            multi: list[tuple[int, int]] = []
+            for m, value in demand.dims[d]:
+                if m & (m - 1):
+                    multi.append((m, value))
+                    special |= m
+                elif value:
+                    v = m.bit_length() - 1
+                    self.weights.setdefault(v, [0] * len(active))[i] += value
+            self.multi.append(multi)
+        self.special = special & self.universe
+
+    def weight(self, v: int) -> tuple[int, ...]:
+        row = self.weights.get(v)
+        return tuple(row) if row is not None else (0,) * len(self.dims)
+
+    def signature(self, v: int) -> object:
+        """Nodes with equal signatures are interchangeable for this family."""
+        if self.special >> v & 1:
+            return ("node", v)
+        return self.weight(v)
+
+    def totals(self, mask: int) -> list[int]:
+        """Per active dimension: what ``mask`` holds (single-node amounts and items)."""
+        out = [0] * len(self.dims)
+        for v in ids_of(mask & self.universe):
+            row = self.weights.get(v)
+            if row is not None:
+                for d in self.dims:
+                    out[d] += row[d]
+        for d in self.dims:
+            for m, value in self.multi[d]:
+                if m & mask:
+                    out[d] += value
+        return out
+
+    def gains(self, v: int, mask: int) -> list[int]:
+        """Optimistic amounts node ``v`` adds to ``mask`` (items it would newly touch)."""
+        row = self.weights.get(v)
+        out = list(row) if row is not None else [0] * len(self.dims)
+        bit = 1 << v
+        for d in self.dims:
+            for m, value in self.multi[d]:
+                if m & bit and not m & mask:
+                    out[d] += value
+        return out
+
+
+# --------------------------------------------------------------------------- joint_reach
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Exactly ``count`` of the disjoint ``masks`` must be touched (align-by-socket)."""
+
+    masks: tuple[int, ...]
+    count: int
+
+    def touched(self, mask: int) -> int:
+        return sum(1 for g in self.masks if g & mask)
+
+    def index(self, v: int) -> int:
+        bit = 1 << v
+        for i, g in enumerate(self.masks):
+            if g & bit:
+                return i
+        return -1
+
+    def can_pad(self, s: int, free: int, size: int) -> bool:
+        """Can ``s`` grow by nodes of ``free`` to exactly ``size`` nodes and ``count`` groups?"""
+        extra = size - popcount(s)
+        if extra < 0:
+            return False
+        h = self.touched(s)
+        if h > self.count:
+            return False
+        missing = self.count - h
+        same = popcount(free & ~self._union_untouched(s))
+        sizes = sorted((popcount(free & g) for g in self.masks if not g & s and g & free), reverse=True)
+        if len(sizes) < missing:
+            return False
+        return missing <= extra <= same + sum(sizes[:missing])
+
+    def _union_untouched(self, s: int) -> int:
+        out = 0
+        for g in self.masks:
+            if not g & s:
+                out |= g
+        return out
+
+
+def joint_reach(
+    families: Sequence[Family],
+    base: int,
+    cand: int,
+    t: int,
+    budget: Budget,
+    groups: Groups | None = None,
+    size: int | None = None,
+) -> bool:
+    """Is there ``Y ⊆ cand`` with ``|Y| <= t`` such that ``S = base | Y`` is non-empty and
+    feasible for every family (each family is asked about ``S`` as it is; callers keep ``S``
+    inside the universes)?
+
+    With ``groups`` and ``size``: ``S`` must moreover grow within ``base | cand`` to exactly
+    ``size`` nodes touching exactly ``groups.count`` groups.
+    """
+    cand &= ~base
+    if t < 0:
+        return False
+    if groups is not None:
+        assert size is not None
+        if popcount(base | cand) < size:
+            return False
+    full = base | cand
+    if full == 0 or not all(f.feasible(full) for f in families):
+        return False
+
+    def done(s: int) -> bool:
+        if s == 0 or not all(f.feasible(s) for f in families):
+            return False
+        return groups is None or groups.can_pad(s, full & ~s, size or 0)
+
+    if done(base):
+        return True
+    if t == 0 or cand == 0:
+        return False
+    if base == 0 and len(families) == 1 and groups is None:
+        f = families[0]
+        if not f.opaque and f.special & cand == 0 and not f.touch and len(f.dims) == 1:
+            # one amount, no special node: the t largest amounts decide (exactly)
+            need = f.need[0] - f.totals(0)[0]
+            best = heapq.nlargest(t, (f.weight(v)[0] for v in ids_of(cand)))
+            return sum(best) >= need and (need > 0 or bool(best))
+
+    # classes of interchangeable candidate nodes, most useful first
+    classes: dict[object, list[int]] = {}
+    for v in ids_of(cand):
+        key: tuple[object, ...] = tuple(f.signature(v) for f in families)
+        if groups is not None:
+            key = (*key, groups.index(v))
+        classes.setdefault(key, []).append(v)
+    deficits = [f.totals(base) for f in families]
+
+    def usefulness(nodes: list[int]) -> tuple[float, int]:
+        v = nodes[0]
+        score = 0.0
+        for f, tot in zip(families, deficits, strict=True):
+            row = f.gains(v, base)
+            for d in f.dims:
+                left = f.need[d] - tot[d]
+                if left > 0:
+                    score += min(1.0, row[d] / left)
+            if f.special >> v & 1:
+                score += 0.5
+        return (-score, v)
+
+    order = sorted(classes.values(), key=usefulness)
+    masks = []
+    for nodes in order:
+        prefix = [0]
+        for v in nodes:
+            prefix.append(prefix[-1] | 1 << v)
+        masks.append(prefix)
+    rest_after = [0] * (len(order) + 1)
+    for i in range(len(order) - 1, -1, -1):
+        rest_after[i] = rest_after[i + 1] | masks[i][-1]
+    failed: set[tuple[int, int, int]] = set()
+
+    def hopeless(s: int, rest: int, left: int) -> bool:
+        """Optimistic bounds: even the best ``left`` nodes of ``rest`` cannot make it."""
+        for f in families:
+            if f.opaque:
+                if not f.feasible(s | rest):
+                    return True
+                continue
+            for tmask in f.touch:
+                if not tmask & s and (left == 0 or not tmask & rest):
+                    return True
+            if not f.dims:
+                continue
+            tot = f.totals(s)
+            short = [d for d in f.dims if tot[d] < f.need[d]]
+            if not short:
+                continue
+            if left == 0:
+                return True
+            gains = [f.gains(v, s) for v in ids_of(rest)]
+            for d in short:
+                top = heapq.nlargest(left, (g[d] for g in gains))
+                if tot[d] + sum(top) < f.need[d]:
+                    return True
+        return groups is not None and groups.touched(s) > groups.count
+
+    def go(i: int, s: int, left: int) -> bool:
+        budget.tick("joint search")
+        if done(s):
+            return True
+        if i == len(order) or left == 0:
+            return False
+        key = (i, s, left)
+        if key in failed:
+            return False
+        rest = rest_after[i]
+        if hopeless(s, rest, left):
+            failed.add(key)
+            return False
+        prefix = masks[i]
+        for k in range(min(len(prefix) - 1, left), -1, -1):
+            if go(i + 1, s | prefix[k], left - k):
+                return True
+        failed.add(key)
+        return False
+
+    return go(0, base, t)
+
+
+def min_size(family: Family, budget: Budget) -> int | None:
+    """Popcount of the narrowest feasible mask of the family's monotone part."""
+    u = family.universe
+    if u == 0 or not family.feasible(u):
+        return None
+    lo, hi = 1, popcount(u)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if joint_reach([family], 0, u, mid, budget):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+# --------------------------------------------------------------------------- and_reach
+
+
+class _Dropper:
+    """One family in :func:`and_reach`: the mask it keeps, as nodes are assigned to it."""
+
+    __slots__ = ("f", "kept", "tot")
+
+    def __init__(self, f: Family, kept: int) -> None:
+        self.f = f
+        self.kept = kept
+        self.tot = f.totals(kept) if not f.opaque else []
+
+    def try_drop(self, v: int) -> list[int] | None:
+        """Drop ``v`` if the kept mask stays a feasible pick; returns the old totals."""
+        f = self.f
+        bit = 1 << v
+        new = self.kept & ~bit
+        if new == 0:
+            return None
+        if f.opaque:
+            if not f.feasible(new):
+                return None
+            self.kept = new
+            return []
+        if f.special >> v & 1 or new & f.lonely:
+            if not f.feasible(new):
+                return None
+            old = self.tot
+            self.tot = f.totals(new)
+            self.kept = new
+            return old
+        row = f.weights.get(v)
+        if row is None:
+            self.kept = new
+            return self.tot
+        tot = [a - b for a, b in zip(self.tot, row, strict=True)]
+        for d in f.dims:
+            if tot[d] < f.need[d]:
+                return None
+        old = self.tot
+        self.tot = tot
+        self.kept = new
+        return old
+
+    def undo(self, v: int, old: list[int]) -> None:
+        self.kept |= 1 << v
+        self.tot = old
+
+    def key(self) -> tuple[object, ...]:
+        f = self.f
+        if f.opaque:
+            return (self.kept,)
+        return (tuple(self.tot), self.kept & f.special)
+
+    def capacity(self, rest: list[int]) -> int:
+        """At most how many nodes of ``rest`` this family can still drop."""
+        f = self.f
+        cap = min(len(rest), popcount(self.kept) - 1)
+        if f.opaque or not f.dims:
+            return cap
+        for d in f.dims:
+            slack = self.tot[d] - f.need[d]
+            ws = sorted(row[d] for v in rest if (row := f.weights.get(v)) is not None and row[d])
+            zero = len(rest) - len(ws)
+            n = zero
+            for w in ws:
+                if w > slack:
+                    break
+                slack -= w
+                n += 1
+            cap = min(cap, n)
+        return cap
+
+
+def and_reach(
+    families: Sequence[Family], w: int, inc: int, exc: int, c: int, budget: Budget
+) -> bool:
+    """Does one pick per family (``P_j`` feasible, inside its universe) give
+    ``X = W ∩ ∩P_j`` with ``X ∩ exc = ∅`` and ``|X \\ inc| <= c - |inc|``?
+
+    ``w`` is inside every universe. Nodes outside ``w`` stay in every pick (more is never
+    worse for a monotone family). Each node of ``w \\ inc`` is dropped by one family or, if
+    it is not in ``exc``, kept (at most ``c - |inc|`` of them).
+    """
+    inc &= w
+    t = c - popcount(inc)
+    if t < 0:
+        return False
+    h = w & ~inc
+    forced = h & exc
+    soft = h & ~exc
+    if popcount(soft) <= t:
+        soft, t = 0, 0  # keep them all
+        keep_all = h & ~exc
+    else:
+        keep_all = 0
+    # one family alone
+    for f in families:
+        base = (f.universe & ~w) | inc | keep_all
+        if joint_reach([f], base, soft, t, budget):
+            return True
+    if len(families) == 1:
+        return False
+    for v in ids_of(forced):
+        bit = 1 << v
+        if not any(f.universe & ~bit and f.feasible(f.universe & ~bit) for f in families):
+            return False
+
+    droppers = [_Dropper(f, f.universe) for f in families]
+    droppers.sort(key=lambda d: -sum(d.tot[x] - d.f.need[x] for x in d.f.dims) if d.f.dims else 0)
+
+    def sig(v: int) -> tuple[object, ...]:
+        return tuple(d.f.signature(v) for d in droppers)
+
+    def weight(v: int) -> int:
+        return sum(sum(d.f.weights.get(v, ())) for d in droppers)
+
+    nodes = sorted(
+        ((v, bool(forced >> v & 1)) for v in ids_of(forced | soft)),
+        key=lambda x: (not x[1], -weight(x[0]), repr(sig(x[0])), x[0]),
+    )
+    sigs = [(x[1], sig(x[0])) for x in nodes]
+    n = len(nodes)
+    failed: set[tuple[object, ...]] = set()
+    forced_after = [0] * (n + 1)
+    soft_after = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        forced_after[i] = forced_after[i + 1] + (1 if nodes[i][1] else 0)
+        soft_after[i] = soft_after[i + 1] + (0 if nodes[i][1] else 1)
+    bins = len(droppers) + 1  # bin 0 keeps the node, bin b > 0 is dropped by droppers[b - 1]
+
+    def go(i: int, kept: int, prev: int) -> bool:
+        budget.tick("assignment search")
+        if i == n:
+            return True
+        # interchangeable nodes take non-decreasing bins (any solution can be sorted so)
+        lo = prev if i and sigs[i] == sigs[i - 1] else 0
+        key = (i, kept, lo, *(d.key() for d in droppers))
+        if key in failed:
+            return False
+        rest = [v for v, _ in nodes[i:]]
+        caps = sum(d.capacity(rest) for d in droppers)
+        if caps < forced_after[i] or caps + min(t - kept, soft_after[i]) < n - i:
+            failed.add(key)
+            return False
+        v, is_forced = nodes[i]
+        for b in range(lo, bins):
+            if b == 0:
+                if not is_forced and kept < t and go(i + 1, kept + 1, 0):
+                    return True
+                continue
+            d = droppers[b - 1]
+            old = d.try_drop(v)
+            if old is None:
+                continue
+            ok = go(i + 1, kept, b)
+            d.undo(v, old)
+            if ok:
+                return True
+        failed.add(key)
+        return False
+
+    return go(0, 0, 0)
+
+
+# --------------------------------------------------------------------------- optimisers
+
+
+Oracle = Callable[[int, int], bool]
+
+
+def colex_best(w: int, q: int, exists: Oracle) -> int:
+    """The smallest integer ``X ⊆ w`` with ``|X| = q`` such that the family admits it.
+
+    ``exists(inc, allowed)`` must answer "is some admitted ``X`` of size ``q`` with
+    ``inc ⊆ X ⊆ allowed``?" and be true for ``(0, w)``. Going down from the highest node,
+    each node is left out when that is still possible: that minimises the highest element,
+    then the next, which is the integer order of masks of one popcount.
+    """
+    inc, allowed = 0, w
+    for v in reversed(ids_of(w)):
+        if popcount(inc) == q:
+            return inc
+        if popcount(allowed) == q:
+            return allowed
+        bit = 1 << v
+        if exists(inc, allowed & ~bit):
+            allowed &= ~bit
+        else:
+            inc |= bit
+    return inc
+
+
+def closest_best(
+    w: int, q: int, exists: Oracle, distances: Mapping[int, Mapping[int, int]], budget: Budget
+) -> int | None:
+    """The admitted ``q``-subset of ``w`` with the smallest average distance, ties to the
+    smallest integer (kubelet ``Closest``); None if nothing is admitted.
+
+    Subsets are visited in increasing integer order (highest element first), so a later
+    subset never wins a tie; a branch is cut when its distance lower bound (chosen pairs +
+    the smallest marginal costs + the closest pair still available) is no better than the
+    best so far, or the oracle rules it out.
+    """
+    nodes = ids_of(w)
+    n = len(nodes)
+    if q > n or q <= 0:
+        return None
+    rows = [distances[v] for v in nodes]
+    diag = [int(rows[i][nodes[i]]) for i in range(n)]
+    pair = [[int(rows[i][nodes[j]]) + int(rows[j][nodes[i]]) for j in range(n)] for i in range(n)]
+    inf = 1 << 62
+    pmin = [inf] * (n + 1)
+    for k in range(2, n + 1):
+        j = k - 1
+        pmin[k] = min(pmin[k - 1], min(pair[i][j] for i in range(j)))
+    prefix = [0] * (n + 1)
+    for k in range(n):
+        prefix[k + 1] = prefix[k] | 1 << nodes[k]
+    best: list[int | None] = [inf, None]
+
+    def go(inc: int, s: int, a: list[int], hi: int, r: int) -> None:
+        for idx in range(r - 1, hi):
+            budget.tick("closest search")
+            s2 = s + a[idx]
+            bound = best[0]
+            assert bound is not None
+            inc2 = inc | 1 << nodes[idx]
+            r2 = r - 1
+            if r2 == 0:
+                if s2 < bound and exists(inc2, inc2):
+                    best[0], best[1] = s2, inc2
+                continue
+            row = pair[idx]
+            a2 = [a[u] + row[u] for u in range(idx)]
+            lb = s2 + sum(heapq.nsmallest(r2, a2))
+            if r2 > 1:
+                lb += (r2 * (r2 - 1) // 2) * pmin[idx]
+            if lb >= bound:
+                continue
+            if not exists(inc2, inc2 | prefix[idx]):
+                continue
+            go(inc2, s2, a2, idx, r2)
+
+    go(0, 0, diag, n, q)
+    found = best[1]
+    assert found is None or isinstance(found, int)
+    return found
+
+
+# --------------------------------------------------------------------------- best AND
+
+
+def best_and(
+    families: Sequence[Family],
+    cap: int,
+    best_count: int,
+    distances: Mapping[int, Mapping[int, int]] | None,
+    budget: Budget,
+    give_up: Callable[[int], bool] | None = None,
+) -> int | None:
+    """The best non-empty ``X = cap ∩ ∩ P_j`` (one feasible pick ``P_j`` per family) under
+    the non-preferred ranking with ``bestNonPreferredAffinityCount = best_count``.
+
+    The ANDs are *up-closed* inside ``W = cap ∩ ∩ U_j``: if picks AND to ``X`` then the
+    picks ``P_j | Y`` (still feasible, still inside the universes) AND to ``X | Y`` for any
+    ``Y ⊆ W``. So ``W`` is reachable, if anything of size ``<= best_count`` is then a mask of
+    exactly ``best_count`` nodes is, and otherwise the winners have the smallest reachable
+    size ``c > best_count``. Among masks of that size the fit order decides
+    (:func:`colex_best` / :func:`closest_best` with :func:`and_reach` as the oracle).
+    ``give_up(c)`` may stop the search when size ``c`` cannot beat a result found elsewhere.
+    """
+    w = cap
+    for f in families:
+        w &= f.universe
+    if w == 0:
+        return None
+    n = popcount(w)
+    if n <= best_count:
+        return w  # the largest reachable mask, and the only one of its size
+    lo = max(best_count, 1)
+    everything = and_reach(families, w, 0, w, 1, budget)  # the empty AND is reachable
+    if everything or and_reach(families, w, 0, 0, lo, budget):
+        c = lo
+    else:
+        lo, hi = lo + 1, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if and_reach(families, w, 0, 0, mid, budget):
+                hi = mid
+            else:
+                lo = mid + 1
+        c = lo
+    if give_up is not None and give_up(c):
+        return None
+
+    def oracle(inc: int, allowed: int) -> bool:
+        if popcount(allowed) < c:
+            return False
+        return everything or and_reach(families, w, inc, w & ~allowed, c, budget)
+
+    if distances is None:
+        return colex_best(w, c, oracle)
+    return closest_best(w, c, oracle, distances, budget)
