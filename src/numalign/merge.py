@@ -67,9 +67,11 @@ from numalign.merge_search import (
     colex_best,
     joint_reach,
     min_size,
+    signature,
 )
 
 __all__ = [
+    "LEGACY_LISTING_LIMIT",
     "MATERIALIZE_LIMIT",
     "NARROWEST",
     "FitOrder",
@@ -83,6 +85,9 @@ __all__ = [
 #: Rule-generated lists on machines with at most this many NUMA nodes are listed out for
 #: the non-preferred search (15 masks: listing is then cheaper than reasoning).
 MATERIALIZE_LIMIT = 4
+
+#: The legacy (Volcano) merge lists rule-generated lists out up to this many NUMA nodes.
+LEGACY_LISTING_LIMIT = 12
 
 
 @dataclass(frozen=True)
@@ -362,7 +367,7 @@ def _preferred_of_size(
         return None
     if fit.distances is None:
         return colex_best(w, q, exists)
-    return closest_best(w, q, exists, fit.distances, budget)
+    return closest_best(w, q, exists, fit.distances, budget, signature(fams, groups))
 
 
 def _preferred_by_listing(
@@ -495,30 +500,47 @@ def merge_lists_legacy(lists: Sequence[HintList], default: int) -> TopologyHint:
     A merged hint is preferred iff every picked hint is preferred (no equal-mask rule) and the
     fold keeps the narrowest hint of the best preference class (no
     ``bestNonPreferredAffinityCount`` ranking). The result is again a minimum over a total
-    order (preferred first, then narrowness), so it is computed from reachable ANDs.
+    order (preferred first, then narrowness), so it is the narrowest reachable AND of the
+    preferred picks, else of all picks: the non-preferred search with a best count of 0
+    (whose ranking is then plain narrowness).
+
+    A generated list's preferred masks are not a monotone family (they have one popcount),
+    so the preferred part handles rule-generated lists on large machines only in the shape
+    Volcano produces - one generated list, every other list preferring only "any node" - and
+    lists them out up to :data:`LEGACY_LISTING_LIMIT` NUMA nodes; beyond that it raises
+    :class:`MergeTooLarge`.
     """
     if any(not isinstance(h, GeneratedHints) and len(h) == 0 for h in lists):
         return TopologyHint(default, False)
-    explicit = [h.materialize() if isinstance(h, GeneratedHints) else list(h) for h in lists]
-
-    def reach(pick_preferred: bool) -> set[int]:
-        out = {default}
-        for hints in explicit:
-            opts = {
-                default if h.affinity is None else h.affinity & default
-                for h in hints
-                if h.preferred or not pick_preferred
-            }
-            out = {r & m for r in out for m in opts}
-            out.discard(0)
-            if not out:
-                break
-        return out
-
-    preferred = reach(True)
-    if preferred:
-        return TopologyHint(min(preferred, key=lambda m: (m.bit_count(), m)), True)
-    anything = reach(False)
-    if anything:
-        return TopologyHint(min(anything, key=lambda m: (m.bit_count(), m)), False)
-    return TopologyHint(default, False)
+    budget = Budget()
+    small = default.bit_count() <= LEGACY_LISTING_LIMIT
+    preferred: list[HintList] = []
+    rules: list[GeneratedHints] = []
+    for h in lists:
+        if isinstance(h, GeneratedHints) and not small:
+            rules.append(h)
+            continue
+        hints = h.materialize() if isinstance(h, GeneratedHints) else h
+        preferred.append([x for x in hints if x.preferred])
+    best: int | None = None
+    if all(len(h) for h in preferred):
+        if not rules:
+            best = _best_non_preferred([_View(h) for h in preferred], default, 0, NARROWEST, budget)
+        elif len(rules) == 1 and all(_View(h).options(default) == [default] for h in preferred):
+            view = _View(rules[0])
+            finite = {m & default for m in rules[0].extra if rules[0].preferred(m)} - {0}
+            cands = set(finite)
+            limit = min((m.bit_count() for m in finite), default=None)
+            found = _best_monotone_preferred([view], default, NARROWEST, budget, limit)
+            if found is not None:
+                cands.add(found)
+            best = min(cands, key=lambda m: (m.bit_count(), m)) if cands else None
+        else:
+            raise MergeTooLarge(
+                f"legacy merge of {len(rules)} rule-generated lists on "
+                f"{default.bit_count()} NUMA nodes"
+            )
+    if best is not None:
+        return TopologyHint(best, True)
+    found = _best_non_preferred([_View(h) for h in lists], default, 0, NARROWEST, budget)
+    return TopologyHint(default if found is None else found, False)

@@ -548,61 +548,211 @@ def colex_best(w: int, q: int, exists: Oracle) -> int:
     return inc
 
 
+def _runs(
+    nodes: list[int],
+    distances: Mapping[int, Mapping[int, int]],
+    same: Callable[[int], object] | None,
+) -> list[list[int]]:
+    """Maximal runs of consecutive nodes that are interchangeable: equal ``same`` keys,
+    equal self-distance, equal distances to (and from) every node outside the run, and one
+    distance between any two members."""
+    runs: list[list[int]] = []
+    for v in nodes:
+        run = runs[-1] if runs else None
+        if run is not None and (same is None or same(v) == same(run[0])):
+            a = run[0]
+            dv, da = distances[v], distances[a]
+            inner = distances[run[1]][a] if len(run) > 1 else dv[a]
+            ok = dv[v] == da[a] and all(
+                dv[u] == inner and distances[u][v] == inner for u in run
+            )
+            if ok:
+                members = set(run)
+                ok = all(
+                    dv[x] == da[x] and distances[x][v] == distances[x][a]
+                    for x in nodes
+                    if x != v and x not in members
+                )
+            if ok:
+                run.append(v)
+                continue
+        runs.append([v])
+    return runs
+
+
 def closest_best(
-    w: int, q: int, exists: Oracle, distances: Mapping[int, Mapping[int, int]], budget: Budget
+    w: int,
+    q: int,
+    exists: Oracle | None,
+    distances: Mapping[int, Mapping[int, int]],
+    budget: Budget,
+    same: Callable[[int], object] | None = None,
 ) -> int | None:
     """The admitted ``q``-subset of ``w`` with the smallest average distance, ties to the
-    smallest integer (kubelet ``Closest``); None if nothing is admitted.
+    smallest integer (kubelet ``Closest``); None if nothing is admitted. ``exists`` is the
+    oracle of :func:`colex_best` (None: every subset is admitted); ``same(v)`` tells which
+    nodes the oracle cannot tell apart.
 
-    Subsets are visited in increasing integer order (highest element first), so a later
-    subset never wins a tie; a branch is cut when its distance lower bound (chosen pairs +
-    the smallest marginal costs + the closest pair still available) is no better than the
-    best so far, or the oracle rules it out.
+    For one size, the average distance orders like the integer sum ``D(X)`` of
+    ``distances[u][v]`` over ordered pairs of ``X`` (diagonal included). Consecutive nodes
+    that are interchangeable (:func:`_runs`; real distance tables come in such groups,
+    e.g. 16 runs of 4 on the 64-node SGI capture) form classes; an admitted optimum can be
+    moved to the lowest ids of each class without changing ``D`` or the oracle's answer,
+    which only lowers its integer value. So the search decides, from the highest class
+    down, how many of a class's lowest ids to take (fewest first): that visits candidates in
+    increasing integer order, and a later candidate never wins a tie. Branches are cut by a
+    Gilmore-Lawler bound (each node still to choose costs at least its distance to the
+    chosen nodes plus half the distances to its nearest possible companions) against the
+    best so far, seeded by a greedy solution, and by the oracle.
     """
     nodes = ids_of(w)
-    n = len(nodes)
-    if q > n or q <= 0:
+    if q > len(nodes) or q <= 0:
         return None
-    rows = [distances[v] for v in nodes]
-    diag = [int(rows[i][nodes[i]]) for i in range(n)]
-    pair = [[int(rows[i][nodes[j]]) + int(rows[j][nodes[i]]) for j in range(n)] for i in range(n)]
-    inf = 1 << 62
-    pmin = [inf] * (n + 1)
-    for k in range(2, n + 1):
-        j = k - 1
-        pmin[k] = min(pmin[k - 1], min(pair[i][j] for i in range(j)))
-    prefix = [0] * (n + 1)
-    for k in range(n):
-        prefix[k + 1] = prefix[k] | 1 << nodes[k]
-    best: list[int | None] = [inf, None]
+    runs = _runs(nodes, distances, same)
+    m = len(runs)
+    size = [len(r) for r in runs]
+    reps = [r[0] for r in runs]
+    diag = [int(distances[v][v]) for v in reps]
+    inner = [
+        int(distances[r[0]][r[1]]) + int(distances[r[1]][r[0]]) if len(r) > 1 else 0 for r in runs
+    ]
+    cross = [
+        [int(distances[reps[i]][reps[j]]) + int(distances[reps[j]][reps[i]]) for j in range(m)]
+        for i in range(m)
+    ]
+    near = [sorted((cross[i][j], j) for j in range(m) if j != i) for i in range(m)]
+    below = [0] * (m + 1)  # nodes in classes < k
+    for k in range(m):
+        below[k + 1] = below[k] + size[k]
+    lowest = [[0] * (len(r) + 1) for r in runs]  # lowest[k][c]: mask of the c lowest ids
+    for k, r in enumerate(runs):
+        for c, v in enumerate(r):
+            lowest[k][c + 1] = lowest[k][c] | 1 << v
+    all_below = [0] * (m + 1)
+    for k in range(m):
+        all_below[k + 1] = all_below[k] | lowest[k][-1]
 
-    def go(inc: int, s: int, a: list[int], hi: int, r: int) -> None:
-        for idx in range(r - 1, hi):
-            budget.tick("closest search")
-            s2 = s + a[idx]
-            bound = best[0]
-            assert bound is not None
-            inc2 = inc | 1 << nodes[idx]
-            r2 = r - 1
-            if r2 == 0:
-                if s2 < bound and exists(inc2, inc2):
-                    best[0], best[1] = s2, inc2
-                continue
-            row = pair[idx]
-            a2 = [a[u] + row[u] for u in range(idx)]
-            lb = s2 + sum(heapq.nsmallest(r2, a2))
-            if r2 > 1:
-                lb += (r2 * (r2 - 1) // 2) * pmin[idx]
-            if lb >= bound:
-                continue
-            if not exists(inc2, inc2 | prefix[idx]):
-                continue
-            go(inc2, s2, a2, idx, r2)
+    companions: dict[tuple[int, int, int], int] = {}
 
-    go(0, 0, diag, n, q)
-    found = best[1]
-    assert found is None or isinstance(found, int)
-    return found
+    def companion(j: int, k: int, r: int) -> int:
+        """Sum of the ``r - 1`` smallest pair weights from a node of class ``j`` to the
+        other nodes of classes ``< k``."""
+        ck = (j, k, r)
+        got = companions.get(ck)
+        if got is not None:
+            return got
+        want = r - 1
+        acc = 0
+        own = size[j] - 1
+        own_w = inner[j]
+        for wt, other in near[j]:
+            if want == 0:
+                break
+            if own and own_w <= wt:
+                take = min(own, want)
+                acc += take * own_w
+                want -= take
+                own = 0
+                if want == 0:
+                    break
+            if other >= k:
+                continue
+            take = min(size[other], want)
+            acc += take * wt
+            want -= take
+        if want and own:
+            acc += min(own, want) * own_w
+        companions[ck] = acc
+        return acc
+
+    def bound2(r: int, k: int, a: list[int]) -> int:
+        """Twice a lower bound of the cost of ``r`` more nodes from classes ``< k``."""
+        if r == 0:
+            return 0
+        costs = sorted((2 * a[j] + companion(j, k, r), size[j]) for j in range(k))
+        total = 0
+        for c2, z in costs:
+            take = min(z, r)
+            total += take * c2
+            r -= take
+            if r == 0:
+                return total
+        return 1 << 62
+
+    # interchangeable classes: the min-integer optimum takes no more of the higher one
+    keys = [same(v) if same is not None else None for v in reps]
+    twins_above: list[list[int]] = [[] for _ in range(m)]
+    for x in range(m):
+        for y in range(x + 1, m):
+            if (
+                size[x] == size[y]
+                and diag[x] == diag[y]
+                and inner[x] == inner[y]
+                and keys[x] == keys[y]
+                and all(cross[x][z] == cross[y][z] for z in range(m) if z != x and z != y)
+            ):
+                twins_above[x].append(y)
+    counts = [0] * m
+
+    # greedy seeds: from every class, add the cheapest next node (exists is None only)
+    best_sum = 1 << 62
+    if exists is None:
+        for seed in range(m):
+            counts = [0] * m
+            a = list(diag)
+            total = 0
+            for step in range(q):
+                if step == 0:
+                    j = seed
+                else:
+                    j = min(
+                        (x for x in range(m) if counts[x] < size[x]),
+                        key=lambda x: a[x] + counts[x] * inner[x],
+                    )
+                total += a[j] + counts[j] * inner[j]
+                counts[j] += 1
+                for x in range(m):
+                    if x != j:
+                        a[x] += cross[j][x]
+            best_sum = min(best_sum, total + 1)  # +1: equal sums found by the search win
+    best: list[int] = [best_sum, -1]
+
+    def go(k: int, r: int, total: int, a: list[int], inc: int) -> None:
+        budget.tick("closest search")
+        if r == 0:
+            if total < best[0] and (exists is None or exists(inc, inc)):
+                best[0], best[1] = total, inc
+            return
+        if k < 0 or below[k + 1] < r:
+            return
+        z = size[k]
+        floor = max((counts[y] for y in twins_above[k]), default=0)
+        for c in range(floor, min(z, r) + 1):
+            if c == 0:
+                a2 = a
+                t2 = total
+            else:
+                t2 = total + c * a[k] + (c * (c - 1) // 2) * inner[k]
+                row = cross[k]
+                a2 = [a[j] + c * row[j] for j in range(k)]
+            r2 = r - c
+            if below[k] < r2:
+                continue
+            if 2 * t2 + bound2(r2, k, a2) >= 2 * best[0]:
+                continue
+            inc2 = inc | lowest[k][c]
+            if exists is not None and r2 and not exists(inc2, inc2 | all_below[k]):
+                continue
+            counts[k] = c
+            go(k - 1, r2, t2, a2, inc2)
+            counts[k] = 0
+
+    go(m - 1, q, 0, list(diag), 0)
+    if best[1] >= 0:
+        return best[1]
+    if exists is None:
+        raise AssertionError("the greedy seed is admitted: the search must find as good")
+    return None
 
 
 # --------------------------------------------------------------------------- best AND
@@ -658,4 +808,16 @@ def best_and(
 
     if distances is None:
         return colex_best(w, c, oracle)
-    return closest_best(w, c, oracle, distances, budget)
+    if everything:
+        return closest_best(w, c, None, distances, budget)
+    return closest_best(w, c, oracle, distances, budget, signature(families))
+
+
+def signature(families: Sequence[Family], groups: Groups | None = None) -> Callable[[int], object]:
+    """Which nodes the families (and groups) cannot tell apart."""
+
+    def key(v: int) -> object:
+        out: tuple[object, ...] = tuple(f.signature(v) for f in families)
+        return out if groups is None else (*out, groups.index(v))
+
+    return key
