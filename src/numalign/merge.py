@@ -514,7 +514,7 @@ def merge_lists_legacy(lists: Sequence[HintList], default: int) -> TopologyHint:
         return TopologyHint(default, False)
     budget = Budget()
     small = default.bit_count() <= LEGACY_LISTING_LIMIT
-    preferred: list[HintList] = []
+    preferred: list[list[TopologyHint]] = []
     rules: list[GeneratedHints] = []
     for h in lists:
         if isinstance(h, GeneratedHints) and not small:
@@ -525,7 +525,8 @@ def merge_lists_legacy(lists: Sequence[HintList], default: int) -> TopologyHint:
     best: int | None = None
     if all(len(h) for h in preferred):
         if not rules:
-            best = _best_non_preferred([_View(h) for h in preferred], default, 0, NARROWEST, budget)
+            views = [_View(h) for h in preferred]
+            best = _best_non_preferred(views, default, 0, NARROWEST, budget)
         elif len(rules) == 1 and all(_View(h).options(default) == [default] for h in preferred):
             view = _View(rules[0])
             finite = {m & default for m in rules[0].extra if rules[0].preferred(m)} - {0}
