@@ -90,16 +90,21 @@ class Family:
         "gen",
         "lonely",
         "multi",
+        "multi_nodes",
         "need",
         "opaque",
+        "sigs",
         "special",
         "touch",
         "universe",
         "weights",
+        "zero",
     )
 
     def __init__(self, gen: GeneratedHints) -> None:
         self.gen = gen
+        self.sigs: dict[int, object] = {}
+        self.zero = [0]
         self.universe = gen.universe
         self.feasible: Callable[[int], bool] = gen.feasible
         demand = gen.demand
@@ -110,6 +115,7 @@ class Family:
         self.multi: list[list[tuple[int, int]]] = []
         self.touch: tuple[int, ...] = ()
         self.lonely = 0
+        self.multi_nodes = 0
         if demand is None:
             self.special = self.universe
             return
@@ -128,10 +134,12 @@ class Family:
                 if m & (m - 1):
                     multi.append((m, value))
                     special |= m
+                    self.multi_nodes |= m
                 elif value:
                     v = m.bit_length() - 1
                     self.weights.setdefault(v, [0] * len(active))[i] += value
             self.multi.append(multi)
+        self.zero = [0] * len(active)
         self.special = special & self.universe
 
     def weight(self, v: int) -> tuple[int, ...]:
@@ -140,9 +148,11 @@ class Family:
 
     def signature(self, v: int) -> object:
         """Nodes with equal signatures are interchangeable for this family."""
-        if self.special >> v & 1:
-            return ("node", v)
-        return self.weight(v)
+        got = self.sigs.get(v)
+        if got is None:
+            got = ("node", v) if self.special >> v & 1 else self.weight(v)
+            self.sigs[v] = got
+        return got
 
     def totals(self, mask: int) -> list[int]:
         """Per active dimension: what ``mask`` holds (single-node amounts and items)."""
@@ -159,8 +169,12 @@ class Family:
         return out
 
     def gains(self, v: int, mask: int) -> list[int]:
-        """Optimistic amounts node ``v`` adds to ``mask`` (items it would newly touch)."""
+        """Optimistic amounts node ``v`` adds to ``mask`` (items it would newly touch).
+
+        The list returned may be shared: callers must not change it."""
         row = self.weights.get(v)
+        if not self.multi_nodes >> v & 1:
+            return row if row is not None else self.zero
         out = list(row) if row is not None else [0] * len(self.dims)
         bit = 1 << v
         for d in self.dims:
@@ -530,21 +544,48 @@ def colex_best(w: int, q: int, exists: Oracle) -> int:
     """The smallest integer ``X ⊆ w`` with ``|X| = q`` such that the family admits it.
 
     ``exists(inc, allowed)`` must answer "is some admitted ``X`` of size ``q`` with
-    ``inc ⊆ X ⊆ allowed``?" and be true for ``(0, w)``. Going down from the highest node,
-    each node is left out when that is still possible: that minimises the highest element,
-    then the next, which is the integer order of masks of one popcount.
+    ``inc ⊆ X ⊆ allowed``?" and be true for ``(0, w)``. For one popcount, integer order
+    compares the highest elements first, so the answer's highest element is the lowest node
+    ``h`` with ``exists(0, nodes <= h)``, then the next one below it, and so on. Each element
+    is found by binary search (``exists`` is monotone in ``allowed``) when ``q`` is small,
+    else by one pass from the top (leave a node out whenever that is still possible): at
+    most ``min(q * log2(n), n)`` oracle calls.
     """
-    inc, allowed = 0, w
-    for v in reversed(ids_of(w)):
-        if popcount(inc) == q:
-            return inc
-        if popcount(allowed) == q:
-            return allowed
-        bit = 1 << v
-        if exists(inc, allowed & ~bit):
-            allowed &= ~bit
-        else:
-            inc |= bit
+    nodes = ids_of(w)
+    n = len(nodes)
+    if q * max(1, n.bit_length()) >= n:
+        inc, allowed = 0, w
+        for v in reversed(nodes):
+            if popcount(inc) == q:
+                return inc
+            if popcount(allowed) == q:
+                return allowed
+            bit = 1 << v
+            if exists(inc, allowed & ~bit):
+                allowed &= ~bit
+            else:
+                inc |= bit
+        return inc
+    inc = 0
+    rest = nodes  # ascending; every element of the answer not in inc is among them
+    while popcount(inc) < q:
+        need = q - popcount(inc)
+        if len(rest) == need:
+            for v in rest:
+                inc |= 1 << v
+            break
+        prefix = [0]
+        for v in rest:
+            prefix.append(prefix[-1] | 1 << v)
+        lo, hi = need - 1, len(rest) - 1  # the answer's next element is rest[j] for some j
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if exists(inc, inc | prefix[mid + 1]):
+                hi = mid
+            else:
+                lo = mid + 1
+        inc |= 1 << rest[lo]
+        rest = rest[:lo]
     return inc
 
 
