@@ -418,10 +418,13 @@ class _Dropper:
         self.tot = old
 
     def key(self) -> tuple[object, ...]:
+        """Everything the rest of the search depends on: the amounts kept, the special
+        nodes kept, and how many nodes are kept (a pick must stay non-empty and must not
+        shrink to one lonely node)."""
         f = self.f
         if f.opaque:
             return (self.kept,)
-        return (tuple(self.tot), self.kept & f.special)
+        return (tuple(self.tot), self.kept & f.special, popcount(self.kept))
 
     def capacity(self, rest: list[int]) -> int:
         """At most how many nodes of ``rest`` this family can still drop."""
