@@ -88,13 +88,15 @@ def fold_of_merged_set(lists: Sequence[HintList], default: int, fit: FitOrder) -
 
 @contextmanager
 def search_path() -> Iterator[None]:
-    """Never list rule-generated hints out (the path every large machine takes)."""
-    saved = merge_module.MATERIALIZE_LIMIT
+    """Never list rule-generated hints out and never take the small-input fold: the path
+    every large machine and every long explicit list takes."""
+    saved = merge_module.MATERIALIZE_LIMIT, merge_module.SMALL_FOLD_STEPS
     merge_module.MATERIALIZE_LIMIT = 0
+    merge_module.SMALL_FOLD_STEPS = 0
     try:
         yield
     finally:
-        merge_module.MATERIALIZE_LIMIT = saved
+        merge_module.MATERIALIZE_LIMIT, merge_module.SMALL_FOLD_STEPS = saved
 
 
 # --------------------------------------------------------------------------- strategies
@@ -244,6 +246,16 @@ def test_policies_over_the_search(case: tuple[list[int], list[HintList], FitOrde
     best = fold_of_merged_set(flat, default, tp.fit)
     assert result.hint == best
     assert result.admit == (policy is Policy.BEST_EFFORT or best.preferred)
+
+
+@settings(SETTINGS, max_examples=500)
+@given(node_ids(), st.data())
+def test_small_explicit_inputs_fold_directly(ids: list[int], data: st.DataObject) -> None:
+    """The default path (small explicit inputs are folded by the state machine)."""
+    lists = data.draw(st.lists(explicit(ids), min_size=1, max_size=4))
+    fit = FitOrder(data.draw(distances(ids))) if data.draw(st.booleans()) else FitOrder()
+    default = mask_of(ids)
+    assert merge_lists(lists, default, fit) == product_fold(lists, default, fit)
 
 
 def legacy_fold(lists: Sequence[HintList], default: int) -> TopologyHint:

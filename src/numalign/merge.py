@@ -59,6 +59,7 @@ from numalign.bitmask import ids_of, masks_of_size
 from numalign.hints import GeneratedHints, HintList, TopologyHint
 from numalign.merge_search import (
     Budget,
+    CachedOracle,
     Family,
     Groups,
     MergeTooLarge,
@@ -66,6 +67,7 @@ from numalign.merge_search import (
     closest_best,
     colex_best,
     joint_reach,
+    joint_witness,
     min_size,
     signature,
 )
@@ -255,6 +257,8 @@ def merge_lists(
     """
     if any(not isinstance(h, GeneratedHints) and len(h) == 0 for h in lists):
         return TopologyHint(default, False)  # an empty list: empty product
+    if _small_explicit(lists, default):
+        return _fold_small([h for h in lists if not isinstance(h, GeneratedHints)], default, fit)
     budget = Budget()
     views = [_View(h) for h in lists]
 
@@ -267,6 +271,60 @@ def merge_lists(
     counts = [c for c in (v.narrowest_count(budget) for v in views) if c is not None]
     found = _best_non_preferred(views, default, max(counts, default=0), fit, budget)
     return TopologyHint(default if found is None else found, False)
+
+
+# --------------------------------------------------------------------------- small inputs
+
+#: Explicit inputs whose merged-hint state machine needs at most this many steps are folded
+#: directly (cheaper than setting up the searches).
+SMALL_FOLD_STEPS = 3000
+
+
+def _small_explicit(lists: Sequence[HintList], default: int) -> bool:
+    states = 1
+    cap = 2 * (1 << default.bit_count()) + 1 if default.bit_count() < 20 else 1 << 62
+    steps = 0
+    for h in lists:
+        if isinstance(h, GeneratedHints):
+            return False
+        steps += states * len(h)
+        if steps > SMALL_FOLD_STEPS:
+            return False
+        states = min(states * len(h), cap)
+    return True
+
+
+def _fold_small(lists: Sequence[Sequence[TopologyHint]], default: int, fit: FitOrder) -> TopologyHint:
+    """The fold over the set of merged hints, collected by a state machine over the lists.
+
+    A state is (AND so far, still preferred, the common affinity while preferred); once not
+    preferred the common affinity no longer matters. The answer is the minimum of the set
+    under the order of the module docstring.
+    """
+    counts = [min((h.affinity.bit_count() for h in x if h.affinity is not None), default=None) for x in lists]
+    best_count = max((c for c in counts if c is not None), default=0)
+    states: set[tuple[int, bool, int | None]] = {(default, True, None)}
+    for hints in lists:
+        nxt: set[tuple[int, bool, int | None]] = set()
+        for acc, pref, first in states:
+            for h in hints:
+                a = h.affinity
+                if a is None:
+                    p = pref and h.preferred
+                    nxt.add((acc, p, first if p else None))
+                else:
+                    f = a if first is None else first
+                    p = pref and h.preferred and a == f
+                    if acc & a or p:
+                        nxt.add((acc & a, p, f if p else None))
+        states = nxt
+    preferred = {acc for acc, pref, _ in states if pref and acc}
+    if preferred:
+        return TopologyHint(min(preferred, key=preferred_key(fit)), True)
+    others = {acc for acc, _, _ in states if acc}
+    if others:
+        return TopologyHint(min(others, key=non_preferred_key(fit, best_count)), False)
+    return TopologyHint(default, False)
 
 
 # --------------------------------------------------------------------------- preferred
@@ -358,10 +416,17 @@ def _preferred_of_size(
             return _preferred_by_listing(fams, loose, w, q, fit, budget)
         groups = Groups(g.preferred_groups, g.preferred_group_count)
 
-    def exists(inc: int, allowed: int) -> bool:
-        if allowed.bit_count() < q:
-            return False
-        return joint_reach(fams, inc, allowed & ~inc, q - inc.bit_count(), budget, groups, q)
+    exists: Callable[[int, int], bool]
+    if groups is None:
+        exists = CachedOracle(
+            q, lambda inc, allowed: joint_witness(fams, inc, allowed & ~inc, q - inc.bit_count(), budget)
+        )
+    else:
+
+        def exists(inc: int, allowed: int) -> bool:
+            if allowed.bit_count() < q:
+                return False
+            return joint_reach(fams, inc, allowed & ~inc, q - inc.bit_count(), budget, groups, q)
 
     if not exists(0, w):
         return None

@@ -243,16 +243,29 @@ def joint_reach(
     With ``groups`` and ``size``: ``S`` must moreover grow within ``base | cand`` to exactly
     ``size`` nodes touching exactly ``groups.count`` groups.
     """
+    return joint_witness(families, base, cand, t, budget, groups, size) is not None
+
+
+def joint_witness(
+    families: Sequence[Family],
+    base: int,
+    cand: int,
+    t: int,
+    budget: Budget,
+    groups: Groups | None = None,
+    size: int | None = None,
+) -> int | None:
+    """:func:`joint_reach` with the mask ``S`` found (None: there is none)."""
     cand &= ~base
     if t < 0:
-        return False
+        return None
     if groups is not None:
         assert size is not None
         if popcount(base | cand) < size:
-            return False
+            return None
     full = base | cand
     if full == 0 or not all(f.feasible(full) for f in families):
-        return False
+        return None
 
     def done(s: int) -> bool:
         if s == 0 or not all(f.feasible(s) for f in families):
@@ -260,16 +273,23 @@ def joint_reach(
         return groups is None or groups.can_pad(s, full & ~s, size or 0)
 
     if done(base):
-        return True
+        return base
     if t == 0 or cand == 0:
-        return False
+        return None
     if base == 0 and len(families) == 1 and groups is None:
         f = families[0]
         if not f.opaque and f.special & cand == 0 and not f.touch and len(f.dims) == 1:
             # one amount, no special node: the t largest amounts decide (exactly)
             need = f.need[0] - f.totals(0)[0]
-            best = heapq.nlargest(t, (f.weight(v)[0] for v in ids_of(cand)))
-            return sum(best) >= need and (need > 0 or bool(best))
+            best = heapq.nlargest(t, ((f.weight(v)[0], -v) for v in ids_of(cand)))
+            got = 0
+            s = 0
+            for amount, neg in best:
+                got += amount
+                s |= 1 << -neg
+                if got >= need:
+                    return s
+            return None
 
     # classes of interchangeable candidate nodes, most useful first
     classes: dict[object, list[int]] = {}
@@ -330,27 +350,28 @@ def joint_reach(
                     return True
         return groups is not None and groups.touched(s) > groups.count
 
-    def go(i: int, s: int, left: int) -> bool:
+    def go(i: int, s: int, left: int) -> int:
         budget.tick("joint search")
         if done(s):
-            return True
+            return s
         if i == len(order) or left == 0:
-            return False
+            return 0
         key = (i, s, left)
         if key in failed:
-            return False
+            return 0
         rest = rest_after[i]
         if hopeless(s, rest, left):
             failed.add(key)
-            return False
+            return 0
         prefix = masks[i]
         for k in range(min(len(prefix) - 1, left), -1, -1):
-            if go(i + 1, s | prefix[k], left - k):
-                return True
+            found = go(i + 1, s | prefix[k], left - k)
+            if found:
+                return found
         failed.add(key)
-        return False
+        return 0
 
-    return go(0, base, t)
+    return go(0, base, t) or None
 
 
 def min_size(family: Family, budget: Budget) -> int | None:
@@ -426,23 +447,41 @@ class _Dropper:
             return (self.kept,)
         return (tuple(self.tot), self.kept & f.special, popcount(self.kept))
 
-    def capacity(self, rest: list[int]) -> int:
-        """At most how many nodes of ``rest`` this family can still drop."""
+    def order(self, nodes: int) -> list[tuple[int, list[tuple[int, int]]]]:
+        """Per active dimension: the nodes of ``nodes`` with a positive amount (as a mask, and
+        lightest first), for :meth:`capacity`."""
         f = self.f
-        cap = min(len(rest), popcount(self.kept) - 1)
+        out: list[tuple[int, list[tuple[int, int]]]] = []
+        for d in f.dims:
+            pairs = sorted(
+                (row[d], v) for v in ids_of(nodes) if (row := f.weights.get(v)) is not None and row[d]
+            )
+            mask = 0
+            for _, v in pairs:
+                mask |= 1 << v
+            out.append((mask, pairs))
+        return out
+
+    def capacity(self, rest: int, order: list[tuple[int, list[tuple[int, int]]]]) -> int:
+        """At most how many nodes of ``rest`` this family can still drop (``order`` from
+        :meth:`order` over a superset of ``rest``): the lightest ones that fit its slack in
+        every dimension, plus the nodes without an amount."""
+        f = self.f
+        count = popcount(rest)
+        cap = min(count, popcount(self.kept) - 1)
         if f.opaque or not f.dims:
             return cap
         for d in f.dims:
+            weighted, pairs = order[d]
             slack = self.tot[d] - f.need[d]
-            ws = sorted(row[d] for v in rest if (row := f.weights.get(v)) is not None and row[d])
-            zero = len(rest) - len(ws)
-            n = zero
-            for w in ws:
-                if w > slack:
-                    break
-                slack -= w
-                n += 1
-            cap = min(cap, n)
+            fit = 0
+            for w, v in pairs:
+                if rest >> v & 1:
+                    if w > slack:
+                        break
+                    slack -= w
+                    fit += 1
+            cap = min(cap, count - popcount(rest & weighted) + fit)
         return cap
 
 
@@ -456,10 +495,17 @@ def and_reach(
     worse for a monotone family). Each node of ``w \\ inc`` is dropped by one family or, if
     it is not in ``exc``, kept (at most ``c - |inc|`` of them).
     """
+    return and_witness(families, w, inc, exc, c, budget) is not None
+
+
+def and_witness(
+    families: Sequence[Family], w: int, inc: int, exc: int, c: int, budget: Budget
+) -> int | None:
+    """:func:`and_reach` with ``X | inc`` for the ``X`` found (None: there is none)."""
     inc &= w
     t = c - popcount(inc)
     if t < 0:
-        return False
+        return None
     h = w & ~inc
     forced = h & exc
     soft = h & ~exc
@@ -471,29 +517,29 @@ def and_reach(
     # one family alone
     for f in families:
         base = (f.universe & ~w) | inc | keep_all
-        if joint_reach([f], base, soft, t, budget):
-            return True
+        found = joint_witness([f], base, soft, t, budget)
+        if found is not None:
+            return (found & w) | inc
     if len(families) == 1:
-        return False
+        return None
     for v in ids_of(forced):
         bit = 1 << v
         if not any(f.universe & ~bit and f.feasible(f.universe & ~bit) for f in families):
-            return False
+            return None
 
     droppers = [_Dropper(f, f.universe) for f in families]
     droppers.sort(key=lambda d: -sum(d.tot[x] - d.f.need[x] for x in d.f.dims) if d.f.dims else 0)
 
-    def sig(v: int) -> tuple[object, ...]:
-        return tuple(d.f.signature(v) for d in droppers)
-
-    def weight(v: int) -> int:
-        return sum(sum(d.f.weights.get(v, ())) for d in droppers)
-
-    nodes = sorted(
-        ((v, bool(forced >> v & 1)) for v in ids_of(forced | soft)),
-        key=lambda x: (not x[1], -weight(x[0]), repr(sig(x[0])), x[0]),
-    )
-    sigs = [(x[1], sig(x[0])) for x in nodes]
+    classes: dict[tuple[object, ...], int] = {}
+    entries: list[tuple[bool, int, int, int]] = []
+    for v in ids_of(forced | soft):
+        is_forced = bool(forced >> v & 1)
+        cls = classes.setdefault((is_forced, *(d.f.signature(v) for d in droppers)), len(classes))
+        weight = sum(sum(d.f.weights.get(v, ())) for d in droppers)
+        entries.append((not is_forced, -weight, cls, v))
+    entries.sort()
+    nodes = [(v, not soft_first) for soft_first, _, _, v in entries]
+    sigs = [cls for _, _, cls, _ in entries]
     n = len(nodes)
     failed: set[tuple[object, ...]] = set()
     forced_after = [0] * (n + 1)
@@ -502,6 +548,13 @@ def and_reach(
         forced_after[i] = forced_after[i + 1] + (1 if nodes[i][1] else 0)
         soft_after[i] = soft_after[i + 1] + (0 if nodes[i][1] else 1)
     bins = len(droppers) + 1  # bin 0 keeps the node, bin b > 0 is dropped by droppers[b - 1]
+    everyone = forced | soft
+    orders = [d.order(everyone) for d in droppers]
+    rest_after = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        rest_after[i] = rest_after[i + 1] | 1 << nodes[i][0]
+
+    kept_nodes = [0]
 
     def go(i: int, kept: int, prev: int) -> bool:
         budget.tick("assignment search")
@@ -512,8 +565,8 @@ def and_reach(
         key = (i, kept, lo, *(d.key() for d in droppers))
         if key in failed:
             return False
-        rest = [v for v, _ in nodes[i:]]
-        caps = sum(d.capacity(rest) for d in droppers)
+        rest = rest_after[i]
+        caps = sum(d.capacity(rest, o) for d, o in zip(droppers, orders, strict=True))
         if caps < forced_after[i] or caps + min(t - kept, soft_after[i]) < n - i:
             failed.add(key)
             return False
@@ -521,6 +574,7 @@ def and_reach(
         for b in range(lo, bins):
             if b == 0:
                 if not is_forced and kept < t and go(i + 1, kept + 1, 0):
+                    kept_nodes[0] |= 1 << v
                     return True
                 continue
             d = droppers[b - 1]
@@ -534,13 +588,51 @@ def and_reach(
         failed.add(key)
         return False
 
-    return go(0, 0, 0)
+    if go(0, 0, 0):
+        return inc | keep_all | kept_nodes[0]
+    return None
 
 
 # --------------------------------------------------------------------------- optimisers
 
 
 Oracle = Callable[[int, int], bool]
+
+
+class CachedOracle:
+    """Answers "is there an admitted ``X`` with ``|X| = size`` and ``inc ⊆ X ⊆ allowed``?"
+    for an *up-closed* admitted family, remembering what earlier searches found.
+
+    ``find(inc, allowed)`` returns a witness - an admitted mask ``x`` with ``inc ⊆ x ⊆
+    allowed`` and ``|x| <= size`` - or None. A witness answers every later query it fits
+    (``x | inc`` is admitted too, and can be padded inside ``allowed``); a failure answers
+    every later query with more required and fewer allowed nodes.
+    """
+
+    __slots__ = ("find", "hits", "misses", "size")
+
+    def __init__(self, size: int, find: Callable[[int, int], int | None]) -> None:
+        self.size = size
+        self.find = find
+        self.hits: list[int] = []
+        self.misses: list[tuple[int, int]] = []
+
+    def __call__(self, inc: int, allowed: int) -> bool:
+        if popcount(allowed) < self.size:
+            return False
+        for x in self.hits:
+            y = x | inc
+            if y & ~allowed == 0 and popcount(y) <= self.size:
+                return True
+        for i, a in self.misses:
+            if inc & i == i and allowed & ~a == 0:
+                return False
+        found = self.find(inc, allowed)
+        if found is None:
+            self.misses.append((inc, allowed))
+            return False
+        self.hits.append(found)
+        return True
 
 
 def colex_best(w: int, q: int, exists: Oracle) -> int:
@@ -845,16 +937,21 @@ def best_and(
     if give_up is not None and give_up(c):
         return None
 
-    def oracle(inc: int, allowed: int) -> bool:
-        if popcount(allowed) < c:
-            return False
-        return everything or and_reach(families, w, inc, w & ~allowed, c, budget)
-
+    if everything:
+        if distances is None:
+            return _lowest(w, c)
+        return closest_best(w, c, None, distances, budget)
+    oracle = CachedOracle(c, lambda inc, allowed: and_witness(families, w, inc, w & ~allowed, c, budget))
     if distances is None:
         return colex_best(w, c, oracle)
-    if everything:
-        return closest_best(w, c, None, distances, budget)
     return closest_best(w, c, oracle, distances, budget, signature(families))
+
+
+def _lowest(mask: int, k: int) -> int:
+    out = 0
+    for v in ids_of(mask)[:k]:
+        out |= 1 << v
+    return out
 
 
 def signature(families: Sequence[Family], groups: Groups | None = None) -> Callable[[int], object]:
