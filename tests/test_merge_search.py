@@ -532,6 +532,61 @@ def test_brute_force_agrees_with_the_fold_on_small_machines() -> None:
         assert brute_force_merge(lists, n, FitOrder()) == product_fold(lists, full, FitOrder())
 
 
+# --------------------------------------------------------------------------- prefer-closest
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[int, dict[int, dict[int, int]]]:
+    """Up to 10 nodes: grouped (SLIT-like, nested), coarse symmetric and asymmetric tables."""
+    n = draw(st.integers(2, 10))
+    style = draw(st.sampled_from(["nested", "parity", "coarse", "asymmetric"]))
+    g = draw(st.integers(1, 4))
+    out: dict[int, dict[int, int]] = {i: {} for i in range(n)}
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                out[i][j] = 10
+            elif style == "nested":
+                out[i][j] = 22 if i // g == j // g else 26 if i // (2 * g) == j // (2 * g) else 30
+            elif style == "parity":
+                out[i][j] = 20 if i // g == j // g else 30 + 4 * ((i ^ j) >> 2 & 1)
+            elif style == "coarse":
+                out[i][j] = out[j][i] if j < i else draw(st.sampled_from([20, 21, 30]))
+            else:
+                out[i][j] = draw(st.integers(11, 40))
+    return n, out
+
+
+@settings(SETTINGS, max_examples=500)
+@given(tables(), st.data())
+def test_closest_search_is_the_exhaustive_minimum(table: tuple[int, dict[int, dict[int, int]]], data: st.DataObject) -> None:
+    """Smallest average distance, ties to the smallest integer, over every q-subset."""
+    n, dist = table
+    q = data.draw(st.integers(1, n))
+    fit = FitOrder(dist)
+    expected = min((mask_of(c) for c in itertools.combinations(range(n), q)), key=fit.key)
+    assert search_module.closest_best((1 << n) - 1, q, None, dist, search_module.Budget()) == expected
+
+
+def test_closest_search_on_the_sgi_table_is_fast() -> None:
+    """The 64-node SGI table's shape (16 runs of 4 in 4 blocks): wide sizes stay cheap."""
+    def d(i: int, j: int) -> int:
+        if i == j:
+            return 10
+        a, b = i // 4, j // 4
+        if a == b:
+            return 22
+        if a // 4 == b // 4:
+            return 26 if (a ^ b) in (1, 2) else 30
+        return 30 if (a ^ b) & 1 == 0 else 34
+
+    dist = {i: {j: d(i, j) for j in range(64)} for i in range(64)}
+    for q in (20, 40, 56):
+        budget = search_module.Budget(60_000)
+        got = search_module.closest_best((1 << 64) - 1, q, None, dist, budget)
+        assert got is not None and got.bit_count() == q
+
+
 # --------------------------------------------------------------------------- caps
 
 

@@ -430,9 +430,10 @@ def _preferred_of_size(
 
     if not exists(0, w):
         return None
+    narrowest = colex_best(w, q, exists)
     if fit.distances is None:
-        return colex_best(w, q, exists)
-    return closest_best(w, q, exists, fit.distances, budget, signature(fams, groups))
+        return narrowest
+    return closest_best(w, q, exists, fit.distances, budget, signature(fams, groups), narrowest)
 
 
 def _preferred_by_listing(

@@ -723,6 +723,7 @@ def closest_best(
     distances: Mapping[int, Mapping[int, int]],
     budget: Budget,
     same: Callable[[int], object] | None = None,
+    start: int | None = None,
 ) -> int | None:
     """The admitted ``q``-subset of ``w`` with the smallest average distance, ties to the
     smallest integer (kubelet ``Closest``); None if nothing is admitted. ``exists`` is the
@@ -830,30 +831,53 @@ def closest_best(
                 twins_above[x].append(y)
     counts = [0] * m
 
-    # greedy seeds: from every class, add the cheapest next node (exists is None only)
+    # greedy seeds: from every class, add the cheapest next node
     best_sum = 1 << 62
-    if exists is None:
-        for seed in range(m):
-            counts = [0] * m
-            a = list(diag)
-            total = 0
-            for step in range(q):
-                if step == 0:
-                    j = seed
-                else:
-                    j = min(
-                        (x for x in range(m) if counts[x] < size[x]),
-                        key=lambda x: a[x] + counts[x] * inner[x],
-                    )
-                total += a[j] + counts[j] * inner[j]
-                counts[j] += 1
-                for x in range(m):
-                    if x != j:
-                        a[x] += cross[j][x]
-            best_sum = min(best_sum, total + 1)  # +1: equal sums found by the search win
+    if start is not None:
+        best_sum = _distance_sum(start, distances) + 1  # +1: equal sums found by the search win
+    greedy: list[tuple[int, int]] = []
+    for seed in range(0, m, max(1, m // 8)):  # a few seeds, spread over the machine
+        taken = [0] * m
+        a = list(diag)
+        total = 0
+        for step in range(q):
+            if step == 0:
+                j = seed
+            else:
+                j = min(
+                    (x for x in range(m) if taken[x] < size[x]),
+                    key=lambda x: a[x] + taken[x] * inner[x],
+                )
+            total += a[j] + taken[j] * inner[j]
+            taken[j] += 1
+            for x in range(m):
+                if x != j:
+                    a[x] += cross[j][x]
+        chosen = 0
+        for x in range(m):
+            chosen |= lowest[x][taken[x]]
+        greedy.append((total, chosen))
+    greedy.sort()
+    for total, chosen in greedy[:3]:
+        if total + 1 >= best_sum:
+            break
+        if exists is None or exists(chosen, chosen):
+            best_sum = total + 1
+            break
     best: list[int] = [best_sum, -1]
+    # Without an oracle and when the cost is strictly concave along "move one node from
+    # class y to class x" for every two classes of >= 2 nodes (inner[x] + inner[y] <
+    # 2 * cross[x][y]: members of a class are closer to each other than to anyone else), a
+    # solution with two partly taken classes is beaten by pushing one of them to full or
+    # empty; every optimum takes all classes whole but at most one.
+    whole = exists is None and all(
+        inner[x] + inner[y] < 2 * cross[x][y]
+        for x in range(m)
+        for y in range(x + 1, m)
+        if size[x] > 1 and size[y] > 1
+    )
 
-    def go(k: int, r: int, total: int, a: list[int], inc: int) -> None:
+    def go(k: int, r: int, total: int, a: list[int], inc: int, partial: bool = False) -> None:
         budget.tick("closest search")
         if r == 0:
             if total < best[0] and (exists is None or exists(inc, inc)):
@@ -864,6 +888,9 @@ def closest_best(
         z = size[k]
         floor = max((counts[y] for y in twins_above[k]), default=0)
         for c in range(floor, min(z, r) + 1):
+            part = 0 < c < z
+            if whole and part and partial:
+                continue
             if c == 0:
                 a2 = a
                 t2 = total
@@ -880,15 +907,20 @@ def closest_best(
             if exists is not None and r2 and not exists(inc2, inc2 | all_below[k]):
                 continue
             counts[k] = c
-            go(k - 1, r2, t2, a2, inc2)
+            go(k - 1, r2, t2, a2, inc2, partial or part)
             counts[k] = 0
 
     go(m - 1, q, 0, list(diag), 0)
     if best[1] >= 0:
         return best[1]
-    if exists is None:
-        raise AssertionError("the greedy seed is admitted: the search must find as good")
+    if exists is None or start is not None:
+        raise AssertionError("a seed was admitted: the search must find one as good")
     return None
+
+
+def _distance_sum(mask: int, distances: Mapping[int, Mapping[int, int]]) -> int:
+    bits = ids_of(mask)
+    return sum(int(distances[u][v]) for u in bits for v in bits)
 
 
 # --------------------------------------------------------------------------- best AND
@@ -942,9 +974,10 @@ def best_and(
             return _lowest(w, c)
         return closest_best(w, c, None, distances, budget)
     oracle = CachedOracle(c, lambda inc, allowed: and_witness(families, w, inc, w & ~allowed, c, budget))
+    narrowest = colex_best(w, c, oracle)
     if distances is None:
-        return colex_best(w, c, oracle)
-    return closest_best(w, c, oracle, distances, budget, signature(families))
+        return narrowest
+    return closest_best(w, c, oracle, distances, budget, signature(families), narrowest)
 
 
 def _lowest(mask: int, k: int) -> int:
