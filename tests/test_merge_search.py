@@ -669,3 +669,34 @@ def test_merged_set_oracle_is_order_free() -> None:
     for perm in itertools.permutations(lists):
         assert fold_of_merged_set(list(perm), mask_of(ids), FitOrder()) == product_fold(list(perm), mask_of(ids), FitOrder())
     assert ids_of(0b110) == [1, 2]
+
+
+# --------------------------------------------------------------------------- memory findBestHint
+
+
+@settings(SETTINGS, max_examples=400)
+@given(node_ids(), st.data())
+def test_memory_best_hint_is_the_narrowest_feasible_superset(ids: list[int], data: st.DataObject) -> None:
+    """The memory manager's findBestHint (allocation time) without listing masks."""
+    from numalign.resources.memory import _narrowest
+
+    g = data.draw(generated(ids))
+    if not isinstance(g, GeneratedHints):
+        return
+    within = data.draw(st.integers(0, mask_of(ids))) & mask_of(ids) if data.draw(st.booleans()) else 0
+    expected = min((m for m in g.masks() if m & within == within), key=lambda m: (m.bit_count(), m), default=None)
+    assert _narrowest(g, within) == expected
+
+
+def test_memory_best_hint_on_64_nodes() -> None:
+    from numalign.resources.memory import _narrowest
+
+    nodes = tuple(range(64))
+    full = (1 << 64) - 1
+    d = Demand.per_node({i: (8 if i % 3 else 1,) for i in nodes}, (60,))
+    g = GeneratedHints(nodes, full, d.feasible, 8, demand=d)
+    within = (1 << 0) | (1 << 63)
+    got = _narrowest(g, within)
+    assert got is not None and got & within == within and d.feasible(got)
+    # nodes 0 and 63 hold 1 each; 58 more need 8 nodes of 8 (the lowest non-multiples of 3)
+    assert got == within | mask_of([1, 2, 4, 5, 7, 8, 10, 11])
