@@ -1,24 +1,124 @@
-"""Merge time: numalign's engine against the kubelet's literal product fold, same run.
+"""Merge time: numalign's engine against the kubelet's product fold, same run.
 
-Hint sets look like an idle node's: every feasible mask, single-node masks preferred. The
-"no preferred" variants give each provider preferred nodes that no other provider shares,
-so no permutation merges to a preferred hint and the whole non-preferred ranking is needed.
-The product fold runs only where its estimated time stays under ~10 s (its per-permutation
-cost is measured first on a small product).
+Every engine number is CPU time per call, ``min / median`` of 3 runs (a run repeats the call
+until it has used >= 20 ms). References, measured or derived in the same run:
+
+* ``fold``: the kubelet's literal product fold (:mod:`numalign._reference`) run here in
+  Python, where it finishes within a few seconds;
+* ``Go est.``: the kubelet's own Go fold, estimated at 34 ns per permutation (the product of
+  the list lengths; a rule-generated list on N nodes stands for its 2^N - 1 listed masks).
+
+Sections:
+
+1. the merge-scaling table of issue 14 (2 providers, 8/16/32/64 NUMA; ``k`` = nodes the
+   wide provider needs);
+2. explicit hint lists (the kubelet's own input form) incl. the random 32-NUMA 3 x 300 case
+   and the adversarial 64-NUMA 5 x 64 "all nodes but one" case;
+3. admissions on the real 64-NUMA capture (``256ia64-64n2s2c``; cpuManagerPolicy static,
+   memoryManagerPolicy Static, max-allowable-numa-nodes 64): Guaranteed pods, a fresh node
+   per pod; the merge alone and the whole ``Node.admit`` (incl. CPU allocation);
+4. a sweep over loaded machines (random free CPUs, memory, GPUs; 2-5 providers, Narrowest
+   and prefer-closest): the worst merge per NUMA count.
 """
 
 from __future__ import annotations
 
+import random
+import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
-from benchmarks.timing import measure, median_ms
 from numalign._reference import product_fold
 from numalign.bitmask import iterate_masks, mask_of
-from numalign.hints import GeneratedHints, HintList, TopologyHint
-from numalign.merge import NARROWEST, merge_lists
+from numalign.hints import Demand, GeneratedHints, HintList, TopologyHint, flatten
+from numalign.merge import NARROWEST, FitOrder, merge_lists
 
-FOLD_BUDGET_S = 10.0
+GO_NS_PER_PERMUTATION = 34
+FOLD_BUDGET_S = 5.0
+CAPTURE = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared" / "topologies" / "hwloc" / "linux" / "256ia64-64n2s2c.tar.bz2"
+)
+GI = 1 << 30
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def cpu_ms(fn: Callable[[], object], runs: int = 3, min_run_s: float = 0.02) -> tuple[float, float]:
+    """(min, median) over ``runs`` runs of the CPU time per call, in ms."""
+    per_call: list[float] = []
+    for _ in range(runs):
+        calls = 0
+        t0 = time.process_time()
+        while True:
+            fn()
+            calls += 1
+            used = time.process_time() - t0
+            if used >= min_run_s:
+                break
+        per_call.append(used / calls * 1e3)
+    return min(per_call), statistics.median(per_call)
+
+
+def fmt_s(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    if seconds < 1e5:
+        return f"{seconds:,.1f} s"
+    return f"{seconds:.1e} s"
+
+
+def permutations(lists: Sequence[HintList]) -> int:
+    out = 1
+    for h in lists:
+        out *= (2 ** len(h.nodes) - 1) if isinstance(h, GeneratedHints) else len(h)
+    return out
+
+
+def go_estimate_s(lists: Sequence[HintList]) -> float:
+    return permutations(lists) * GO_NS_PER_PERMUTATION * 1e-9
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def family(n: int, free: Sequence[int], need: int, preferred: int) -> GeneratedHints:
+    """A provider's rule: masks whose free amounts reach ``need`` (like the CPU manager's)."""
+    d = Demand.per_node({i: (free[i],) for i in range(n)}, (need,))
+    return GeneratedHints(tuple(range(n)), (1 << n) - 1, d.feasible, preferred, demand=d)
+
+
+def grouped_distances(n: int) -> dict[int, dict[int, int]]:
+    """SLIT-like: 22 inside groups of 4, 26 inside groups of 16, 30/34 further."""
+
+    def d(i: int, j: int) -> int:
+        if i == j:
+            return 10
+        if i // 4 == j // 4:
+            return 22
+        if i // 16 == j // 16:
+            return 26
+        return 30 + 4 * ((i ^ j) >> 5 & 1)
+
+    return {i: {j: d(i, j) for j in range(n)} for i in range(n)}
+
+
+def scaling_cases(n: int) -> list[tuple[str, list[HintList], FitOrder]]:
+    out: list[tuple[str, list[HintList], FitOrder]] = []
+    for k in (3, 4, 8):
+        lists: list[HintList] = [family(n, [4] * n, 4 * k, k), family(n, [4] * n, 1, 1)]
+        out.append((f"preferred sizes differ, k={k}", lists, NARROWEST))
+    both: list[HintList] = [family(n, [4] * n, 16, 4), family(n, [8] * n, 32, 4)]
+    out.append(("prefer-closest, both need k=4", both, FitOrder(grouped_distances(n))))
+    busy: list[HintList] = [family(n, [0] * (n - 3) + [4, 4, 4], 12, 3), family(n, [4] * n, 1, 1)]
+    out.append(("busy node, free only on top k=3", busy, NARROWEST))
+    return out
 
 
 def idle_list(nodes: Sequence[int], near: Sequence[int]) -> list[TopologyHint]:
@@ -27,87 +127,196 @@ def idle_list(nodes: Sequence[int], near: Sequence[int]) -> list[TopologyHint]:
     return [TopologyHint(m, m.bit_count() == 1) for m in iterate_masks(nodes) if m & near_mask]
 
 
-def idle_generated(nodes: Sequence[int], near: Sequence[int]) -> GeneratedHints:
-    near_mask = mask_of(near)
-    return GeneratedHints(tuple(nodes), mask_of(nodes), lambda m: bool(m & near_mask), 1)
+def random_lists(n: int, providers: int, hints: int, seed: int) -> list[HintList]:
+    rng = random.Random(seed)
+    full = (1 << n) - 1
+    return [[TopologyHint(rng.randint(1, full), False) for _ in range(hints)] for _ in range(providers)]
 
 
-def fold_rate() -> float:
-    """Permutations per second of the literal fold on this machine (measured now)."""
-    nodes = list(range(4))
-    lists: list[HintList] = [idle_list(nodes, nodes)] * 3  # 15^3 = 3375 permutations
-    t0 = time.perf_counter()
-    product_fold(lists, mask_of(nodes), NARROWEST)
-    return 3375 / (time.perf_counter() - t0)
-
-
-def cases() -> list[tuple[str, list[int], list[HintList], bool]]:
-    out: list[tuple[str, list[int], list[HintList], bool]] = []
-    for n in (2, 4, 8, 16, 64):
+def explicit_cases() -> list[tuple[str, int, list[HintList]]]:
+    out: list[tuple[str, int, list[HintList]]] = []
+    for n, providers in ((4, 3), (8, 2), (8, 4)):
         nodes = list(range(n))
-        for providers in (2, 3, 4):
-            explicit = n <= 8
-            make = idle_list if explicit else idle_generated
-            kind = "explicit" if explicit else "generated"
-            lists: list[HintList] = [make(nodes, nodes) for _ in range(providers)]
-            out.append((f"{n:>2} NUMA x{providers} idle ({kind})", nodes, lists, explicit))
-            # no preferred merged hint: provider p is near nodes disjoint from the others'
-            groups = [nodes[p::providers] or nodes[-1:] for p in range(providers)]
-            lists = [make(nodes, g) for g in groups]
-            out.append((f"{n:>2} NUMA x{providers} no-preferred ({kind})", nodes, lists, explicit))
+        out.append((f"{n} NUMA x{providers} idle, single nodes preferred", n,
+                    [idle_list(nodes, nodes) for _ in range(providers)]))
+        groups = [nodes[p::providers] for p in range(providers)]
+        out.append((f"{n} NUMA x{providers} no preferred merged hint", n,
+                    [idle_list(nodes, g) for g in groups]))
+    for p in (2, 4, 8):
+        nodes = list(range(10))
+        groups = [nodes[i::p] or nodes[-1:] for i in range(p)]
+        out.append((f"10 NUMA x{p} full lists, no preferred", 10, [idle_list(nodes, g) for g in groups]))
+    out.append(("20 NUMA 3 x 60 random, not preferred", 20, random_lists(20, 3, 60, 1)))
+    for seed in range(3):
+        out.append((f"32 NUMA 3 x 300 random (seed {seed})", 32, random_lists(32, 3, 300, seed)))
+    full = (1 << 64) - 1
+    adversarial: list[HintList] = [[TopologyHint(full & ~(1 << i), False) for i in range(64)] for _ in range(5)]
+    out.append(("64 NUMA 5 x 64 'all nodes but one'", 64, adversarial))
     return out
 
 
-def main() -> None:
-    rate = fold_rate()
-    print("merge: numalign engine vs kubelet product fold (same run)")
-    print(f"  product fold speed here: {rate:,.0f} permutations/s")
-    print(f"  {'case':<38} {'hints':>13} {'engine ms':>10} {'fold ms':>12} {'ratio':>9}")
-    for name, nodes, lists, explicit in cases():
-        default = mask_of(nodes)
-        engine_times = measure(
-            lambda lists=lists, default=default: merge_lists(lists, default, NARROWEST),  # type: ignore[misc]
-            budget_s=0.3,
-        )
-        engine = median_ms(engine_times)
-        sizes = [len(h) if not isinstance(h, GeneratedHints) else 2 ** len(nodes) - 1 for h in lists]
-        perms = 1
-        for s in sizes:
-            perms *= s
-        estimate = perms / rate
-        if explicit and estimate <= FOLD_BUDGET_S:
-            t0 = time.perf_counter()
-            expected = product_fold(lists, default, NARROWEST)
-            fold_ms = (time.perf_counter() - t0) * 1e3
-            assert merge_lists(lists, default, NARROWEST) == expected, name
-            fold_txt, ratio = f"{fold_ms:,.1f}", f"{fold_ms / engine:,.0f}x"
-        else:
-            fold_txt, ratio = f"~{estimate:.1e}s", "(est.)"
-        hints = "x".join(str(s) for s in sizes) if len(set(sizes)) > 1 else f"{len(sizes)}x{sizes[0]}"
-        if len(hints) > 13:
-            hints = f"{len(sizes)}x2^{len(nodes)}"
-        print(f"  {name:<38} {hints:>13} {engine:>10.3f} {fold_txt:>12} {ratio:>9}")
+# --------------------------------------------------------------------------- sections
 
-    # The acceptance cases of issue 3.
-    print("\n  targets:")
-    nodes8 = list(range(8))
-    l137700: list[HintList] = [idle_list(nodes8, nodes8) for _ in range(4)]
-    t = median_ms(measure(lambda: merge_lists(l137700, mask_of(nodes8), NARROWEST), budget_s=0.5))
-    print(f"  #137700 (8 NUMA, 4 x 255 hints, single-node preferred): {t:.3f} ms  (target < 5 ms)")
-    groups = [[0, 1], [2, 3], [4, 5], [6, 7]]
-    nopref: list[HintList] = [idle_list(nodes8, g) for g in groups]
-    t = median_ms(measure(lambda: merge_lists(nopref, mask_of(nodes8), NARROWEST), budget_s=0.5))
-    print(f"  8 NUMA, 4 x ~250 hints, no preferred merged hint:     {t:.3f} ms  (target < 50 ms)")
-    nodes64 = list(range(64))
-    cpu = {i: 16 for i in nodes64}
-    need = 4
-    gen: list[HintList] = [
-        GeneratedHints(tuple(nodes64), mask_of(nodes64), lambda m: sum(cpu[i] for i in nodes64 if m >> i & 1) >= need, 1),
-        GeneratedHints(tuple(nodes64), mask_of(nodes64), lambda m: m.bit_count() >= 1, 1),
-        GeneratedHints(tuple(nodes64), mask_of(nodes64), lambda m: bool(m & mask_of(range(0, 64, 8))), 1),
-    ]
-    t = median_ms(measure(lambda: merge_lists(gen, mask_of(nodes64), NARROWEST), budget_s=0.5))
-    print(f"  64 NUMA idle node, request fits one node (3 providers): {t:.3f} ms  (target < 50 ms)")
+
+def section_scaling() -> None:
+    print("1. merge scaling, 2 providers (ms CPU, min / median of 3; Go est. = 34 ns x 2^N^2)")
+    print(f"   {'case':<34} {'NUMA':>4} {'engine':>16} {'Go est.':>10} {'result':>12}")
+    worst = 0.0
+    for n in (8, 16, 32, 64):
+        for name, lists, fit in scaling_cases(n):
+            default = (1 << n) - 1
+            lo, med = cpu_ms(lambda lists=lists, fit=fit, default=default: merge_lists(lists, default, fit))  # type: ignore[misc]
+            worst = max(worst, med)
+            got = merge_lists(lists, default, fit)
+            pref = "pref" if got.preferred else "not pref"
+            print(f"   {name:<34} {n:>4} {lo:7.2f} / {med:6.2f} {fmt_s(go_estimate_s(lists)):>10} "
+                  f"{got.affinity.bit_count() if got.affinity else 0:>3} nodes {pref}")
+    print(f"   worst cell {worst:.2f} ms (target < 50 ms)")
+
+
+def section_explicit() -> None:
+    print("\n2. explicit hint lists (ms CPU, min / median of 3) vs the product fold")
+    print(f"   {'case':<44} {'perms':>9} {'engine':>16} {'fold here':>10} {'Go est.':>9} {'Go/engine':>9}")
+    # the Python fold's speed on this machine, to decide where it can run
+    small = [idle_list(list(range(4)), list(range(4)))] * 3
+    t0 = time.process_time()
+    product_fold(small, 15, NARROWEST)
+    rate = 15**3 / max(time.process_time() - t0, 1e-9)
+    for name, n, lists in explicit_cases():
+        default = (1 << n) - 1
+        lo, med = cpu_ms(lambda lists=lists, default=default: merge_lists(lists, default, NARROWEST))  # type: ignore[misc]
+        perms = permutations(lists)
+        fold_txt = "-"
+        if perms / rate <= FOLD_BUDGET_S:
+            t1 = time.process_time()
+            expected = product_fold(lists, default, NARROWEST)
+            fold_txt = fmt_s(time.process_time() - t1)
+            assert merge_lists(lists, default, NARROWEST) == expected, name
+        go = go_estimate_s(lists)
+        print(f"   {name:<44} {perms:>9.1e} {lo:7.2f} / {med:6.2f} {fold_txt:>10} {fmt_s(go):>9} "
+              f"{go * 1e3 / med:>8,.0f}x")
+
+
+def load_capture() -> Any:
+    from numalign.machine.sysfs import load_sysfs
+
+    return load_sysfs(CAPTURE).machine
+
+
+def kubelet_for(machine: Any, policy: str, closest: bool = False) -> Any:
+    from numalign.machine.model import KubeletConfig, ReservedMemory
+
+    options = {"max-allowable-numa-nodes": "64"}
+    if closest:
+        options["prefer-closest-numa-nodes"] = "true"
+    return replace(machine, kubelet=KubeletConfig(
+        topology_manager_policy=policy,
+        topology_manager_policy_options=options,
+        cpu_manager_policy="static",
+        memory_manager_policy="Static",
+        system_reserved={"memory": GI, "cpu": 1000},
+        reserved_memory=(ReservedMemory(0, {"memory": GI}),),
+    ))
+
+
+def guaranteed(cpus: int, memory: int) -> Any:
+    from numalign.pods import Container, ContainerKind, Pod, QOSClass
+
+    r = {"cpu": cpus * 1000, "memory": memory}
+    return Pod("bench", f"p{cpus}", f"u{cpus}", QOSClass.GUARANTEED, (Container("c", ContainerKind.APP, r, r),))
+
+
+def section_capture() -> None:
+    print("\n3. admissions on the 64-NUMA capture 256ia64-64n2s2c (4 CPUs, ~7.7 GiB per node)")
+    if not CAPTURE.exists():
+        print(f"   skipped: {CAPTURE} not found")
+        return
+    from numalign.node.admission import Node
+    from numalign.policies import TopologyPolicy, parse_options
+
+    base = load_capture()
+    rows: list[tuple[str, str, int, int, bool]] = []
+    for cpus in (8, 12, 16, 100):
+        for policy in ("restricted", "best-effort"):
+            rows.append((f"{cpus} CPUs + 1Gi", policy, cpus, GI, False))
+    for cpus in (4, 8, 12, 16, 20):
+        rows.append((f"{cpus} CPUs + 4Gi", "restricted", cpus, 4 * GI, False))
+    rows.append(("16 CPUs + 1Gi, prefer-closest", "restricted", 16, GI, True))
+    rows.append(("16 CPUs + 1Gi, prefer-closest", "best-effort", 16, GI, True))
+    print(f"   {'pod':<30} {'policy':<12} {'merge ms':>15} {'admit ms':>15} {'result':>24}")
+    worst = 0.0
+    for label, policy, cpus, memory, closest in rows:
+        m = kubelet_for(base, policy, closest)
+        pod = guaranteed(cpus, memory)
+        node = Node(m)
+        providers = node.providers(node.state)
+        hints = [p.container_hints(pod, pod.containers[0]) for p in providers]
+        tp = TopologyPolicy(node.node_policy, m.node_ids,
+                            parse_options(dict(m.kubelet.topology_manager_policy_options)),
+                            dict(m.distances) if closest else None)
+        lo_m, med_m = cpu_ms(lambda tp=tp, hints=hints: tp.merge(hints))  # type: ignore[misc]
+        lo_a, med_a = cpu_ms(lambda m=m, pod=pod: Node(m).admit(pod))  # type: ignore[misc]
+        worst = max(worst, med_a)
+        res = Node(m).admit(pod)
+        merged = tp.merge(hints).hint
+        outcome = ("admitted" if res.admitted else "rejected") + f" {merged.affinity.bit_count() if merged.affinity else 0}n" \
+            + (" pref" if merged.preferred else "")
+        print(f"   {label:<30} {policy:<12} {lo_m:6.2f} / {med_m:6.2f} {lo_a:6.2f} / {med_a:6.2f} {outcome:>24}")
+    lists = flatten([p.container_hints(guaranteed(16, GI), guaranteed(16, GI).containers[0])
+                     for p in Node(kubelet_for(base, "restricted")).providers(Node(kubelet_for(base, "restricted")).state)])
+    print(f"   worst admission {worst:.2f} ms (target < 50 ms); the kubelet's fold would walk "
+          f"{permutations(lists):.1e} permutations (Go est. {fmt_s(go_estimate_s(lists))})")
+
+
+def loaded_family(rng: random.Random, n: int, kind: str) -> GeneratedHints:
+    ids = range(n)
+    if kind == "cpu":
+        free = {i: rng.choice([0, 1, 2, 3, 4, 4, 4]) for i in ids}
+        need = rng.randint(1, max(1, sum(free.values())))
+        d = Demand.per_node({i: (free[i],) for i in ids}, (need,))
+        pref = -(-need // 4)
+    elif kind == "memory":
+        cap = 8 * GI
+        freem = {i: rng.choice([0, 1, 3, 6, 8, 8]) * GI for i in ids}
+        need = rng.choice([1, 2, 4, 8, 12, 30, 100]) * GI
+        d = Demand.per_node({i: (cap, freem[i]) for i in ids}, (need, need))
+        pref = -(-need // cap)
+    else:
+        gpus = {i: rng.choice([0, 0, 0, 1, 2]) for i in ids}
+        need = rng.randint(1, 4)
+        d = Demand.per_node({i: (gpus[i],) for i in ids}, (need,))
+        pref = -(-need // 2)
+    return GeneratedHints(tuple(ids), (1 << n) - 1, d.feasible, pref, demand=d)
+
+
+def section_sweep(count: int = 150) -> None:
+    print(f"\n4. loaded machines: {count} random instances per NUMA count (free CPUs, memory, GPUs;"
+          " 2-5 providers; 30% prefer-closest), CPU ms per merge")
+    for n in (8, 16, 32, 64):
+        dist = grouped_distances(n)
+        times: list[tuple[float, str]] = []
+        for seed in range(count):
+            rng = random.Random(seed)
+            kinds = [rng.choice(["cpu", "memory", "memory", "gpu"]) for _ in range(rng.randint(2, 5))]
+            lists: list[HintList] = [g for g in (loaded_family(rng, n, k) for k in kinds) if not g.is_empty()]
+            if not lists:
+                continue
+            fit = FitOrder(dist) if rng.random() < 0.3 else NARROWEST
+            t0 = time.process_time()
+            merge_lists(lists, (1 << n) - 1, fit)
+            times.append(((time.process_time() - t0) * 1e3, f"seed {seed} {'+'.join(kinds)}"
+                          f"{' closest' if fit.distances else ''}"))
+        times.sort()
+        med = statistics.median(t for t, _ in times)
+        print(f"   {n:>2} NUMA: median {med:6.2f} ms, worst {times[-1][0]:6.2f} ms ({times[-1][1]})")
+
+
+def main() -> None:
+    print("merge: numalign engine vs kubelet product fold (same run)")
+    section_scaling()
+    section_explicit()
+    section_capture()
+    section_sweep()
 
 
 if __name__ == "__main__":

@@ -24,8 +24,17 @@ every mask ``M`` that is feasible, where feasibility is
 * ``M`` is one of the ``extra`` masks (masks outside that monotone part, such as the memory
   manager's existing NUMA groups);
 
-and a hint is preferred iff ``preferred_size`` equals its popcount, or ``is_preferred``
-(when given) says so. ``materialize()`` lists them in kubelet ``IterateBitMasks`` order.
+and a hint is preferred iff ``preferred_size`` equals its popcount, or it touches exactly
+``preferred_group_count`` of the ``preferred_groups`` (the CPU manager's ``align-by-socket``:
+groups are sockets), or ``is_preferred`` (an opaque predicate, when given) says so.
+``materialize()`` lists them in kubelet ``IterateBitMasks`` order.
+
+The managers also describe the monotone rule *as data*, a :class:`Demand` ("the mask holds
+enough of every resource and touches every node it must"), so the merge can reason about it
+without calling ``feasible`` on every mask (:mod:`numalign.merge`). ``feasible`` stays the
+source of truth: for every mask inside the universe, ``demand.feasible(mask) ==
+feasible(mask)``. A family without a ``demand`` is still merged exactly, only with less
+pruning (and a size cap, see :mod:`numalign.merge`).
 """
 
 from __future__ import annotations
@@ -47,6 +56,58 @@ class TopologyHint:
         return f"{format_mask(self.affinity)}{'' if self.preferred else ' (not preferred)'}"
 
 
+@dataclass(frozen=True)
+class Demand:
+    """A monotone feasibility rule as data.
+
+    ``feasible(M)`` holds iff
+
+    * ``M`` meets every mask of ``touch`` (the CPU manager: the node of every reusable CPU;
+      the device manager: the nodes of every reusable device);
+    * ``M`` is not a single node of ``lonely`` (the memory manager: a node that belongs to a
+      multi-node group cannot be used alone);
+    * for every dimension ``d``, the values of the items of ``dims[d]`` whose NUMA mask meets
+      ``M`` add up to at least ``need[d]``. Items are ``(mask, value)``; a single-node mask
+      is a per-node amount (free CPUs, free bytes), a wider mask a device near several nodes.
+
+    Values must not be negative (that is what makes the rule monotone: a superset of a
+    feasible mask is feasible).
+    """
+
+    dims: tuple[tuple[tuple[int, int], ...], ...]
+    need: tuple[int, ...]
+    touch: tuple[int, ...] = ()
+    lonely: int = 0
+
+    @staticmethod
+    def per_node(
+        amounts: Mapping[int, Sequence[int]], need: Sequence[int], touch: Sequence[int] = (), lonely: int = 0
+    ) -> Demand:
+        """A rule over per-node amounts: ``amounts[node][d]`` of dimension ``d``."""
+        dims = tuple(
+            tuple((1 << node, row[d]) for node, row in sorted(amounts.items()) if row[d])
+            for d in range(len(need))
+        )
+        return Demand(dims, tuple(need), tuple(touch), lonely)
+
+    def feasible(self, mask: int) -> bool:
+        for t in self.touch:
+            if not t & mask:
+                return False
+        if mask & self.lonely and mask & (mask - 1) == 0:
+            return False
+        for items, need in zip(self.dims, self.need, strict=True):
+            if need <= 0:
+                continue
+            total = 0
+            for m, value in items:
+                if m & mask:
+                    total += value
+            if total < need:
+                return False
+        return True
+
+
 @dataclass(frozen=True, eq=False)
 class GeneratedHints:
     """A provider's hint list described by a rule (see the module docstring).
@@ -61,6 +122,11 @@ class GeneratedHints:
     preferred_size: int
     extra: frozenset[int] = field(default_factory=frozenset)
     is_preferred: Callable[[int], bool] | None = None
+    #: the monotone rule as data (``feasible`` restricted to the universe), when known
+    demand: Demand | None = None
+    #: preferred also when exactly ``preferred_group_count`` of these masks are touched
+    preferred_groups: tuple[int, ...] = ()
+    preferred_group_count: int = 0
 
     def is_empty(self) -> bool:
         """No feasible mask at all (the monotone part is empty iff the universe fails)."""
@@ -76,7 +142,13 @@ class GeneratedHints:
         """Would a hint with this (feasible) affinity be preferred?"""
         if self.is_preferred is not None and self.is_preferred(mask):
             return True
+        if self.preferred_groups and self.groups_touched(mask) == self.preferred_group_count:
+            return True
         return mask.bit_count() == self.preferred_size
+
+    def groups_touched(self, mask: int) -> int:
+        """How many of ``preferred_groups`` the mask touches."""
+        return sum(1 for g in self.preferred_groups if g & mask)
 
     def hint(self, mask: int) -> TopologyHint:
         return TopologyHint(mask, self.preferred(mask))
@@ -94,11 +166,12 @@ class GeneratedHints:
     def preferred_masks(self) -> Iterator[int] | None:
         """Feasible preferred masks in increasing integer order within their size.
 
-        Returns ``None`` when preference is given by ``is_preferred`` (the caller then
-        enumerates all masks). All preferred masks have popcount ``preferred_size`` apart
-        from preferred ``extra`` masks, which come first.
+        Returns ``None`` when preference is also given by ``is_preferred`` or
+        ``preferred_groups`` (then preferred masks of other sizes exist). All preferred masks
+        have popcount ``preferred_size`` apart from preferred ``extra`` masks, which come
+        first.
         """
-        if self.is_preferred is not None:
+        if self.is_preferred is not None or self.preferred_groups:
             return None
         return self._preferred_masks()
 

@@ -52,14 +52,44 @@ result is the kubelet's ``(default mask, not preferred)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from numalign.bitmask import ids_of, masks_of_size
 from numalign.hints import GeneratedHints, HintList, TopologyHint
+from numalign.merge_search import (
+    Budget,
+    CachedOracle,
+    Family,
+    Groups,
+    MergeTooLarge,
+    best_and,
+    closest_best,
+    colex_best,
+    joint_reach,
+    joint_witness,
+    min_size,
+    signature,
+)
 
-#: Rule-generated lists on machines with at most this many NUMA nodes are listed out.
-MATERIALIZE_LIMIT = 10
+__all__ = [
+    "LEGACY_LISTING_LIMIT",
+    "MATERIALIZE_LIMIT",
+    "NARROWEST",
+    "FitOrder",
+    "MergeTooLarge",
+    "merge_lists",
+    "merge_lists_legacy",
+    "non_preferred_key",
+    "preferred_key",
+]
+
+#: Rule-generated lists on machines with at most this many NUMA nodes are listed out for
+#: the non-preferred search (15 masks: listing is then cheaper than reasoning).
+MATERIALIZE_LIMIT = 4
+
+#: The legacy (Volcano) merge lists rule-generated lists out up to this many NUMA nodes.
+LEGACY_LISTING_LIMIT = 12
 
 
 @dataclass(frozen=True)
@@ -94,6 +124,8 @@ class FitOrder:
 
 NARROWEST = FitOrder()
 
+NonPreferredKey = tuple[int, int, float, int]
+
 
 def preferred_key(fit: FitOrder) -> Callable[[int], tuple[int, float, int]]:
     def key(mask: int) -> tuple[int, float, int]:
@@ -103,10 +135,10 @@ def preferred_key(fit: FitOrder) -> Callable[[int], tuple[int, float, int]]:
     return key
 
 
-def non_preferred_key(fit: FitOrder, best_count: int) -> Callable[[int], tuple[int, int, float, int]]:
+def non_preferred_key(fit: FitOrder, best_count: int) -> Callable[[int], NonPreferredKey]:
     """The non-preferred ranking of the module docstring, as a sort key."""
 
-    def key(mask: int) -> tuple[int, int, float, int]:
+    def key(mask: int) -> NonPreferredKey:
         c = mask.bit_count()
         d, m = fit.key(mask)
         if c == best_count:
@@ -118,22 +150,60 @@ def non_preferred_key(fit: FitOrder, best_count: int) -> Callable[[int], tuple[i
     return key
 
 
+def _lowest_bits(mask: int, k: int) -> int:
+    """The ``k`` lowest set bits of ``mask``: the smallest integer among its k-subsets."""
+    c = mask.bit_count()
+    if c <= k:
+        return mask
+    if k <= c - k:
+        out = 0
+        for _ in range(k):
+            low = mask & -mask
+            out |= low
+            mask ^= low
+        return out
+    for _ in range(c - k):
+        mask ^= 1 << (mask.bit_length() - 1)
+    return mask
+
+
+def non_preferred_bound(
+    fit: FitOrder, best_count: int
+) -> Callable[[int], NonPreferredKey]:
+    """A lower bound of the ranking key over the non-empty subsets of a mask."""
+    key = non_preferred_key(fit, best_count)
+
+    def bound(mask: int) -> NonPreferredKey:
+        c = mask.bit_count()
+        if best_count == 0:
+            return (2, 1, 0.0, mask & -mask)
+        if c >= best_count:
+            return (0, 0, 0.0, _lowest_bits(mask, best_count))
+        return key(mask)  # a smaller subset ranks lower: the mask itself is the best
+
+    return bound
+
+
 # --------------------------------------------------------------------------- list views
 
 
 class _View:
     """What the merge needs to know about one hint list."""
 
-    __slots__ = ("gen", "has_nil", "masks", "pref_masks", "pref_nil")
+    __slots__ = ("family", "gen", "has_nil", "masks", "pref_masks", "pref_nil")
 
     def __init__(self, hints: HintList) -> None:
         self.gen: GeneratedHints | None = None
+        self.family: Family | None = None
         self.pref_nil = False
         self.has_nil = False
         self.masks: set[int] = set()
         self.pref_masks: set[int] = set()
         if isinstance(hints, GeneratedHints):
             self.gen = hints
+            u = hints.universe
+            if u and hints.feasible(u):
+                self.family = Family(hints)
             return
         for h in hints:
             if h.affinity is None:
@@ -149,30 +219,29 @@ class _View:
             return self.gen.contains(mask) and self.gen.preferred(mask)
         return self.pref_nil or mask in self.pref_masks
 
-    def narrowest_count(self) -> int | None:
+    def narrowest_count(self, budget: Budget | None = None) -> int | None:
         """popcount of the narrowest non-None affinity (None if the list has none)."""
         if self.gen is not None:
-            g = self.gen
-            best: int | None = min((m.bit_count() for m in g.extra), default=None)
-            if g.universe and g.feasible(g.universe):
-                limit = g.universe.bit_count() if best is None else best - 1
-                universe_ids = ids_of(g.universe)
-                for k in range(1, limit + 1):
-                    if any(g.feasible(m) for m in masks_of_size(universe_ids, k)):
-                        return k
-                if best is None:
-                    best = g.universe.bit_count()
+            best: int | None = min((m.bit_count() for m in self.gen.extra), default=None)
+            if self.family is not None:
+                k = min_size(self.family, budget or Budget())
+                if k is not None and (best is None or k < best):
+                    best = k
             return best
         if not self.masks:
             return None
         return min(m.bit_count() for m in self.masks)
 
-    def options(self, default: int) -> set[int]:
-        """Explicit lists: the distinct masks a pick can contribute (None -> default)."""
-        out = {m & default for m in self.masks}
-        if self.has_nil:
-            out.add(default)
-        return out
+    def options(self, default: int) -> list[int]:
+        """The distinct non-empty masks a pick can contribute (None -> default)."""
+        if self.gen is not None:
+            out = {m & default for m in self.gen.extra}
+        else:
+            out = {m & default for m in self.masks}
+            if self.has_nil:
+                out.add(default)
+        out.discard(0)
+        return sorted(out)
 
 
 # --------------------------------------------------------------------------- the merge
@@ -181,187 +250,311 @@ class _View:
 def merge_lists(
     lists: Sequence[HintList], default: int, fit: FitOrder = NARROWEST
 ) -> TopologyHint:
-    """The kubelet HintMerger result for flattened hint lists (see module docstring)."""
+    """The kubelet HintMerger result for flattened hint lists (see module docstring).
+
+    Raises :class:`MergeTooLarge` (an InputError) when the exact answer would need more
+    than :data:`numalign.merge_search.STEP_LIMIT` search steps.
+    """
     if any(not isinstance(h, GeneratedHints) and len(h) == 0 for h in lists):
         return TopologyHint(default, False)  # an empty list: empty product
+    if _small_explicit(lists, default):
+        return _fold_small([h for h in lists if not isinstance(h, GeneratedHints)], default, fit)
+    budget = Budget()
     views = [_View(h) for h in lists]
 
-    best = _best_preferred(views, default, fit)
+    best = _best_preferred(views, default, fit, budget)
     if best is not None:
         return TopologyHint(best, True)
 
-    # No preferred merged hint: on small machines list generated sets out (2^N masks each)
     if default.bit_count() <= MATERIALIZE_LIMIT:
         views = [_View(v.gen.materialize()) if v.gen is not None else v for v in views]
-    counts = [c for c in (v.narrowest_count() for v in views) if c is not None]
-    best_count = max(counts, default=0)
-    key = non_preferred_key(fit, best_count)
-    if all(v.gen is None for v in views):
-        found = _best_reachable_explicit(views, default, key)
-    else:
-        found = _best_reachable_search(views, default, best_count, fit)
-    if found is None:
-        return TopologyHint(default, False)
-    return TopologyHint(found, False)
+    counts = [c for c in (v.narrowest_count(budget) for v in views) if c is not None]
+    found = _best_non_preferred(views, default, max(counts, default=0), fit, budget)
+    return TopologyHint(default if found is None else found, False)
 
 
-def _best_preferred(views: list[_View], default: int, fit: FitOrder) -> int | None:
+# --------------------------------------------------------------------------- small inputs
+
+#: Explicit inputs whose merged-hint state machine needs at most this many steps are folded
+#: directly (cheaper than setting up the searches).
+SMALL_FOLD_STEPS = 3000
+
+
+def _small_explicit(lists: Sequence[HintList], default: int) -> bool:
+    states = 1
+    cap = 2 * (1 << default.bit_count()) + 1 if default.bit_count() < 20 else 1 << 62
+    steps = 0
+    for h in lists:
+        if isinstance(h, GeneratedHints):
+            return False
+        steps += states * len(h)
+        if steps > SMALL_FOLD_STEPS:
+            return False
+        states = min(states * len(h), cap)
+    return True
+
+
+def _fold_small(lists: Sequence[Sequence[TopologyHint]], default: int, fit: FitOrder) -> TopologyHint:
+    """The fold over the set of merged hints, collected by a state machine over the lists.
+
+    A state is (AND so far, still preferred, the common affinity while preferred); once not
+    preferred the common affinity no longer matters. The answer is the minimum of the set
+    under the order of the module docstring.
+    """
+    counts = [min((h.affinity.bit_count() for h in x if h.affinity is not None), default=None) for x in lists]
+    best_count = max((c for c in counts if c is not None), default=0)
+    states: set[tuple[int, bool, int | None]] = {(default, True, None)}
+    for hints in lists:
+        nxt: set[tuple[int, bool, int | None]] = set()
+        for acc, pref, first in states:
+            for h in hints:
+                a = h.affinity
+                if a is None:
+                    p = pref and h.preferred
+                    nxt.add((acc, p, first if p else None))
+                else:
+                    f = a if first is None else first
+                    p = pref and h.preferred and a == f
+                    if acc & a or p:
+                        nxt.add((acc & a, p, f if p else None))
+        states = nxt
+    preferred = {acc for acc, pref, _ in states if pref and acc}
+    if preferred:
+        return TopologyHint(min(preferred, key=preferred_key(fit)), True)
+    others = {acc for acc, _, _ in states if acc}
+    if others:
+        return TopologyHint(min(others, key=non_preferred_key(fit, best_count)), False)
+    return TopologyHint(default, False)
+
+
+# --------------------------------------------------------------------------- preferred
+
+
+def _best_preferred(views: list[_View], default: int, fit: FitOrder, budget: Budget) -> int | None:
     key = preferred_key(fit)
     candidates: set[int] = set()
     explicit = [v for v in views if v.gen is None]
     generated = [v for v in views if v.gen is not None]
-    sources = [v for v in explicit if not v.pref_nil]
-    if sources:
+    strict = [v for v in explicit if not v.pref_nil]
+    if strict:
         # every preferred permutation picks one of this list's preferred masks
-        pool: set[int] = min((v.pref_masks for v in sources), key=len)
+        pool: set[int] = min((v.pref_masks for v in strict), key=len)
     else:
         if not generated and default:
             candidates.add(default)  # every list can pick a preferred None
         pool = set().union(*(v.pref_masks for v in explicit))
-        if generated:
-            pool |= set(_generated_preferred_candidates(generated[0], views, fit))
+        for v in generated:
+            assert v.gen is not None
+            pool |= v.gen.extra
     for m in pool:
         merged = m & default
         if merged and all(v.accepts_preferred(m) for v in views):
             candidates.add(merged)
-    return min(candidates, key=key) if candidates else None
+    best = min(candidates, key=key) if candidates else None
+    if generated and not strict:
+        limit = None if best is None else best.bit_count()
+        found = _best_monotone_preferred(generated, default, fit, budget, limit)
+        if found is not None and (best is None or key(found) < key(best)):
+            best = found
+    return best
 
 
-def _generated_preferred_candidates(
-    source: _View, views: list[_View], fit: FitOrder
-) -> Iterator[int]:
-    g = source.gen
-    assert g is not None
-    ordered = g.preferred_masks()
-    if ordered is None:
-        for m in g.masks():
-            if g.preferred(m) and all(v.accepts_preferred(m) for v in views):
-                yield m
-        return
-    for m in ordered:
-        if all(v.accepts_preferred(m) for v in views):
-            yield m
-            if fit.distances is None and m not in g.extra:
-                return  # increasing integer order at one popcount: the first is the best
-
-
-def _best_reachable_explicit(
-    views: list[_View], default: int, key: Callable[[int], tuple[int, int, float, int]]
+def _best_monotone_preferred(
+    views: list[_View], default: int, fit: FitOrder, budget: Budget, limit: int | None
 ) -> int | None:
-    reach = {default}
-    # Lists with few distinct options first keeps the reachable set small.
-    for opts in sorted((v.options(default) for v in views), key=len):
-        if default in opts and len(opts) == 1:
-            continue
-        reach = {r & m for r in reach for m in opts}
-        reach.discard(0)
-        if not reach:
-            return None
-    return min(reach, key=key)
-
-
-# ------------------------------------------------ large machines with generated lists
-
-
-def _best_reachable_search(
-    views: list[_View], default: int, best_count: int, fit: FitOrder
-) -> int | None:
-    support = default
+    """The best mask every generated list holds in its monotone part, as a preferred hint."""
+    fams: list[Family] = []
+    w = default
     for v in views:
-        if v.gen is not None:
-            support &= v.gen.universe | _or_all(v.gen.extra)
-        elif not v.has_nil:
-            support &= _or_all(v.masks)
-    ids = ids_of(support)
-    n = len(ids)
-    order: list[int] = []
-    if 1 <= best_count <= n:
-        order.append(best_count)
-    order += [c for c in range(min(best_count - 1, n), 0, -1)]
-    order += list(range(max(best_count + 1, 1), n + 1))
-    for size in order:
-        hits: list[int] = []
-        for x in masks_of_size(ids, size):
-            if _reachable(x, views, default):
-                if fit.distances is None:
-                    return x
-                hits.append(x)
-        if hits:
-            return min(hits, key=fit.key)
+        if v.family is None:
+            return None  # that list offers only its extra masks (in the finite pool)
+        fams.append(v.family)
+        w &= v.family.universe
+    if w == 0:
+        return None
+    gens = [v.gen for v in views if v.gen is not None]
+    free_size = [g for g in gens if g.is_preferred is not None or g.preferred_groups]
+    fixed = {g.preferred_size for g in gens if g not in free_size}
+    if len(fixed) > 1:
+        return None  # a mask has one popcount: no common preferred size
+    sizes = sorted(fixed) if fixed else range(1, w.bit_count() + 1)
+    for q in sizes:
+        if limit is not None and q > limit:
+            break  # a finite candidate is narrower already
+        if q < 1 or q > w.bit_count():
+            continue
+        loose = [g for g in free_size if g.preferred_size != q]
+        found = _preferred_of_size(fams, loose, w, q, fit, budget)
+        if found is not None:
+            return found
     return None
 
 
-def _or_all(masks: Iterable[int]) -> int:
-    out = 0
+def _disjoint(masks: Sequence[int]) -> bool:
+    seen = 0
     for m in masks:
-        out |= m
-    return out
+        if seen & m:
+            return False
+        seen |= m
+    return True
 
 
-def _reachable(x: int, views: list[_View], default: int) -> bool:
-    """Can one pick per list AND to exactly ``x``?"""
-    fixed: list[list[int]] = []  # per explicit list: exclusion masks of picks containing x
-    gens: list[GeneratedHints] = []
-    for v in views:
-        if v.gen is None:
-            excl = [default & ~m for m in v.options(default) if m & x == x]
-            if not excl:
-                return False
-            fixed.append(excl)
-        else:
-            gens.append(v.gen)
-    target = default & ~x
+def _preferred_of_size(
+    fams: list[Family],
+    loose: list[GeneratedHints],
+    w: int,
+    q: int,
+    fit: FitOrder,
+    budget: Budget,
+) -> int | None:
+    """Best ``q``-mask inside ``w`` feasible for every family and preferred by the
+    ``loose`` lists (preferred at other sizes only through groups or a predicate)."""
+    groups: Groups | None = None
+    if loose:
+        g = loose[0]
+        if len(loose) > 1 or g.is_preferred is not None or not _disjoint(g.preferred_groups):
+            return _preferred_by_listing(fams, loose, w, q, fit, budget)
+        groups = Groups(g.preferred_groups, g.preferred_group_count)
 
-    def choose_gen(i: int, covered: int, monotone: list[GeneratedHints]) -> bool:
-        if i == len(gens):
-            return _cover(target & ~covered, x, monotone)
-        g = gens[i]
-        # the monotone part: its largest option excludes everything outside the universe
-        if (
-            x & ~g.universe == 0
-            and g.feasible(g.universe)
-            and choose_gen(i + 1, covered | (default & ~g.universe), [*monotone, g])
-        ):
-            return True
-        return any(
-            choose_gen(i + 1, covered | (default & ~e), monotone)
-            for e in g.extra
-            if e & x == x
+    exists: Callable[[int, int], bool]
+    if groups is None:
+        exists = CachedOracle(
+            q, lambda inc, allowed: joint_witness(fams, inc, allowed & ~inc, q - inc.bit_count(), budget)
         )
+    else:
 
-    def choose_fixed(i: int, covered: int) -> bool:
-        if i == len(fixed):
-            return choose_gen(0, covered, [])
-        return any(choose_fixed(i + 1, covered | e) for e in fixed[i])
+        def exists(inc: int, allowed: int) -> bool:
+            if allowed.bit_count() < q:
+                return False
+            return joint_reach(fams, inc, allowed & ~inc, q - inc.bit_count(), budget, groups, q)
 
-    return choose_fixed(0, 0)
+    if not exists(0, w):
+        return None
+    narrowest = colex_best(w, q, exists)
+    if fit.distances is None:
+        return narrowest
+    return closest_best(w, q, exists, fit.distances, budget, signature(fams, groups), narrowest)
 
 
-def _cover(rest: int, x: int, gens: list[GeneratedHints]) -> bool:
-    """Assign every node of ``rest`` to a generated list that can still drop it."""
-    if rest == 0:
-        return True
-    if not gens:
-        return False
-    bits = ids_of(rest)
-    excluded = [0] * len(gens)
+def _preferred_by_listing(
+    fams: list[Family],
+    loose: list[GeneratedHints],
+    w: int,
+    q: int,
+    fit: FitOrder,
+    budget: Budget,
+) -> int | None:
+    """Opaque preference predicates: list the ``q``-masks (counted against the budget)."""
+    hits: list[int] = []
+    for m in masks_of_size(ids_of(w), q):
+        budget.tick("listing preferred masks")
+        if all(f.feasible(m) for f in fams) and all(g.preferred(m) for g in loose):
+            if fit.distances is None:
+                return m
+            hits.append(m)
+    return min(hits, key=fit.key) if hits else None
 
-    def go(k: int) -> bool:
-        if k == len(bits):
-            return True
-        b = 1 << bits[k]
-        for i, g in enumerate(gens):
-            if not g.universe & b:
+
+# --------------------------------------------------------------------------- non-preferred
+
+
+def _best_non_preferred(
+    views: list[_View], default: int, best_count: int, fit: FitOrder, budget: Budget
+) -> int | None:
+    """The best reachable AND under the non-preferred ranking (module docstring, 3)."""
+    key = non_preferred_key(fit, best_count)
+    bound = non_preferred_bound(fit, best_count)
+    # one entry per list: its fixed options, and its monotone part (a family) if any
+    entries: list[tuple[list[int], int]] = []  # (options, family index or -1)
+    fams: list[Family] = []
+    for v in views:
+        opts = v.options(default)
+        fi = -1
+        if v.family is not None and v.family.universe & default:
+            fi = len(fams)
+            fams.append(v.family)
+        if not opts and fi < 0:
+            return None  # every pick of this list ANDs to the empty mask
+        entries.append((opts, fi))
+    if not any(fi >= 0 for _, fi in entries) and all(opts == [default] for opts, _ in entries):
+        return default
+    entries.sort(key=lambda e: (e[1] < 0, len(e[0])))
+    n = len(entries)
+    reach_after = [default] * (n + 1)  # what the remaining lists can still keep
+    for i in range(n - 1, -1, -1):
+        opts, fi = entries[i]
+        u = fams[fi].universe if fi >= 0 else 0
+        for m in opts:
+            u |= m
+        reach_after[i] = reach_after[i + 1] & u
+
+    best_key: list[NonPreferredKey | None] = [None]
+    best_mask = [0]
+    seen: set[tuple[int, int, int]] = set()
+
+    def offer(mask: int) -> None:
+        k = key(mask)
+        cur = best_key[0]
+        if cur is None or k < cur:
+            best_key[0] = k
+            best_mask[0] = mask
+
+    def beaten(k: NonPreferredKey) -> bool:
+        cur = best_key[0]
+        return cur is not None and k >= cur
+
+    def leaf(cap: int, used: int) -> None:
+        if used == 0:
+            offer(cap)
+            return
+        chosen = [fams[i] for i in range(len(fams)) if used >> i & 1]
+
+        def give_up(c: int) -> bool:
+            cur = best_key[0]
+            if cur is None:
+                return False
+            cls = (0, 0) if c == best_count else (1, -c) if c < best_count else (2, c)
+            return cls > cur[:2]
+
+        found = best_and(chosen, cap, best_count, fit.distances, budget, give_up)
+        if found is not None:
+            offer(found)
+
+    def go(i: int, cap: int, used: int) -> None:
+        budget.tick("hint lists")
+        if i == n:
+            leaf(cap, used)
+            return
+        opts, fi = entries[i]
+        after = reach_after[i + 1]
+        if i == n - 1 and fi < 0 and used == 0:
+            budget.tick("hint lists", len(opts))
+            for m in opts:
+                x = cap & m
+                if x:
+                    offer(x)
+            return
+        children: list[tuple[NonPreferredKey, int, int]] = []
+        if fi >= 0:
+            c2 = cap & fams[fi].universe
+            if c2 & after:
+                children.append((bound(c2 & after), c2, used | 1 << fi))
+        for m in opts:
+            c2 = cap & m
+            if c2 & after:
+                children.append((bound(c2 & after), c2, used))
+        children.sort()
+        for lb, c2, u2 in children:
+            if beaten(lb):
+                break
+            state = (i + 1, c2, u2)
+            if state in seen:
                 continue
-            e = excluded[i] | b
-            if g.feasible(g.universe & ~e):
-                excluded[i] = e
-                if go(k + 1):
-                    return True
-                excluded[i] = e & ~b
-        return False
+            seen.add(state)
+            go(i + 1, c2, u2)
 
-    return go(0)
+    go(0, default, 0)
+    return best_mask[0] if best_key[0] is not None else None
 
 
 # ------------------------------------------------------------- the pre-1.21 merge rule
@@ -373,30 +566,48 @@ def merge_lists_legacy(lists: Sequence[HintList], default: int) -> TopologyHint:
     A merged hint is preferred iff every picked hint is preferred (no equal-mask rule) and the
     fold keeps the narrowest hint of the best preference class (no
     ``bestNonPreferredAffinityCount`` ranking). The result is again a minimum over a total
-    order (preferred first, then narrowness), so it is computed from reachable ANDs.
+    order (preferred first, then narrowness), so it is the narrowest reachable AND of the
+    preferred picks, else of all picks: the non-preferred search with a best count of 0
+    (whose ranking is then plain narrowness).
+
+    A generated list's preferred masks are not a monotone family (they have one popcount),
+    so the preferred part handles rule-generated lists on large machines only in the shape
+    Volcano produces - one generated list, every other list preferring only "any node" - and
+    lists them out up to :data:`LEGACY_LISTING_LIMIT` NUMA nodes; beyond that it raises
+    :class:`MergeTooLarge`.
     """
     if any(not isinstance(h, GeneratedHints) and len(h) == 0 for h in lists):
         return TopologyHint(default, False)
-    explicit = [h.materialize() if isinstance(h, GeneratedHints) else list(h) for h in lists]
-
-    def reach(pick_preferred: bool) -> set[int]:
-        out = {default}
-        for hints in explicit:
-            opts = {
-                default if h.affinity is None else h.affinity & default
-                for h in hints
-                if h.preferred or not pick_preferred
-            }
-            out = {r & m for r in out for m in opts}
-            out.discard(0)
-            if not out:
-                break
-        return out
-
-    preferred = reach(True)
-    if preferred:
-        return TopologyHint(min(preferred, key=lambda m: (m.bit_count(), m)), True)
-    anything = reach(False)
-    if anything:
-        return TopologyHint(min(anything, key=lambda m: (m.bit_count(), m)), False)
-    return TopologyHint(default, False)
+    budget = Budget()
+    small = default.bit_count() <= LEGACY_LISTING_LIMIT
+    preferred: list[list[TopologyHint]] = []
+    rules: list[GeneratedHints] = []
+    for h in lists:
+        if isinstance(h, GeneratedHints) and not small:
+            rules.append(h)
+            continue
+        hints = h.materialize() if isinstance(h, GeneratedHints) else h
+        preferred.append([x for x in hints if x.preferred])
+    best: int | None = None
+    if all(len(h) for h in preferred):
+        if not rules:
+            views = [_View(h) for h in preferred]
+            best = _best_non_preferred(views, default, 0, NARROWEST, budget)
+        elif len(rules) == 1 and all(_View(h).options(default) == [default] for h in preferred):
+            view = _View(rules[0])
+            finite = {m & default for m in rules[0].extra if rules[0].preferred(m)} - {0}
+            cands = set(finite)
+            limit = min((m.bit_count() for m in finite), default=None)
+            found = _best_monotone_preferred([view], default, NARROWEST, budget, limit)
+            if found is not None:
+                cands.add(found)
+            best = min(cands, key=lambda m: (m.bit_count(), m)) if cands else None
+        else:
+            raise MergeTooLarge(
+                f"legacy merge of {len(rules)} rule-generated lists on "
+                f"{default.bit_count()} NUMA nodes"
+            )
+    if best is not None:
+        return TopologyHint(best, True)
+    found = _best_non_preferred([_View(h) for h in lists], default, 0, NARROWEST, budget)
+    return TopologyHint(default if found is None else found, False)

@@ -41,7 +41,7 @@ from numalign.errors import (
     StateError,
     UnexpectedAdmissionError,
 )
-from numalign.hints import GeneratedHints, ProviderHints, TopologyHint
+from numalign.hints import Demand, GeneratedHints, ProviderHints, TopologyHint
 from numalign.machine.model import Machine
 from numalign.pods import Container, ContainerKind, Pod, guaranteed_cpus, pod_guaranteed_cpus
 from numalign.quantity import CPU
@@ -479,7 +479,9 @@ class CpuManager:
 
         Feasible mask M (inside the NUMA nodes that have CPUs): every reusable CPU's node is
         in M and ``|reusable| + |available CPUs on M|`` reaches ``n`` - monotone in M. The
-        kubelet counts both terms without de-duplication; so does this.
+        kubelet counts both terms without de-duplication; so does this. The rule is also
+        handed over as data (a :class:`~numalign.hints.Demand`: available CPUs per node,
+        ``n - |reusable|`` needed, every reusable CPU's node touched).
         """
         d = self.topology.details
         counts: dict[int, int] = {}
@@ -488,45 +490,36 @@ class CpuManager:
             if info is not None:
                 counts[info.numa] = counts.get(info.numa, 0) + 1
         reuse = [c for c in reusable if c in d]
-        reuse_mask = mask_of({d[c].numa for c in reuse})
-        base = len(reuse)
-
-        def feasible(mask: int) -> bool:
-            if reuse_mask & ~mask:
-                return False
-            total = base
-            if total >= n:
-                return True
-            for node in ids_of(mask):
-                total += counts.get(node, 0)
-                if total >= n:
-                    return True
-            return False
+        reuse_nodes = sorted({d[c].numa for c in reuse})
+        demand = Demand.per_node(
+            {node: (k,) for node, k in counts.items()},
+            (n - len(reuse),),
+            touch=tuple(1 << node for node in reuse_nodes),
+        )
 
         topo = self.topology
         preferred_size = min_affinity_size(self._capacity.values(), n, topo.num_numa)
-        is_preferred = None
+        groups: tuple[int, ...] = ()
+        group_count = 0
         if self.options.align_by_socket:
             per_socket = topo.num_numa // topo.num_sockets if topo.num_sockets else 0
             if per_socket:
-                min_sockets = -(-preferred_size // per_socket)
-
-                def socket_aligned(mask: int) -> bool:
-                    return len(topo.sockets_of_numas(ids_of(mask))) == min_sockets
-
-                is_preferred = socket_aligned
-            else:
-
-                def never(mask: int) -> bool:
-                    return False
-
-                is_preferred = never
+                # socket-aligned (kubelet isHintSocketAligned): touches exactly the minimal
+                # number of sockets; a group is the NUMA nodes with CPUs in one socket
+                group_count = -(-preferred_size // per_socket)
+                by_socket: dict[int, int] = {}
+                for node in topo.numa_ids:
+                    for sock in topo.sockets_of_numas((node,)):
+                        by_socket[sock] = by_socket.get(sock, 0) | 1 << node
+                groups = tuple(by_socket[k] for k in sorted(by_socket))
         gen = GeneratedHints(
             nodes=self.machine.node_ids,
             universe=self._universe,
-            feasible=feasible,
+            feasible=demand.feasible,
             preferred_size=preferred_size,
-            is_preferred=is_preferred,
+            demand=demand,
+            preferred_groups=groups,
+            preferred_group_count=group_count,
         )
         if gen.is_empty():
             return []

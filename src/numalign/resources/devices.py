@@ -46,7 +46,7 @@ from typing import Any
 
 from numalign.bitmask import mask_of
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
-from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Device, Machine
 from numalign.pods import Container, ContainerKind, Pod
 
@@ -269,18 +269,19 @@ def generate_hints(
     min_size = _min_affinity_size(node_list, [mask_of(d.numa) for d in all_devices], request)
     reuse_masks = [mask_of(d.numa) for d in reusable if d.numa]
     avail_masks = [mask_of(d.numa) for d in available if d.numa]
-    fixed = len(reuse_masks)
-
-    def feasible(mask: int) -> bool:
-        if any(not m & mask for m in reuse_masks):
-            return False
-        return fixed + sum(1 for m in avail_masks if m & mask) >= request
-
+    # as data: one item per available device (its NUMA mask, worth one device), the
+    # reusable devices' nodes touched
+    demand = Demand(
+        (tuple((m, 1) for m in avail_masks),),
+        (request - len(reuse_masks),),
+        touch=tuple(reuse_masks),
+    )
     gen = GeneratedHints(
         nodes=tuple(node_list),
         universe=mask_of(node_list),
-        feasible=feasible,
+        feasible=demand.feasible,
         preferred_size=min_size,
+        demand=demand,
     )
     if gen.is_empty():
         return []

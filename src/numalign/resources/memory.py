@@ -43,10 +43,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 
-from numalign.bitmask import ids_of, mask_of, masks_of_size
+from numalign.bitmask import ids_of, mask_of
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
-from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Machine
+from numalign.merge_search import Budget, Family, colex_best, joint_reach
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.quantity import MEMORY, hugepage_resource_name, is_memory_resource
 
@@ -542,13 +543,18 @@ def calculate_hints(
         return alloc_ok(mask) and group_ok(mask) and free_ok(mask, True)
 
     universe = mask_of(n for n in nodes if ms[n].number_of_assignments == 0)
+    # the monotone part as data: allocatable and free amounts per node and resource, and
+    # nodes of a multi-node group (never usable alone)
+    demand = Demand.per_node(
+        {n: alloc[n] + free[n] for n in nodes if universe >> n & 1},
+        need + need,
+        lonely=mask_of(n for n in nodes if universe >> n & 1 and len(ms[n].cells) > 1),
+    )
 
     def feasible(mask: int) -> bool:
         if mask & ~universe:
             return False
-        if mask.bit_count() == 1 and len(ms[ids_of(mask)[0]].cells) > 1:
-            return False
-        return alloc_ok(mask) and free_ok(mask, False)
+        return demand.feasible(mask)
 
     extra: set[int] = set()
     candidates: set[int] = set(reusable)
@@ -575,6 +581,7 @@ def calculate_hints(
         feasible=feasible,
         preferred_size=min_size,
         extra=frozenset(extra),
+        demand=demand,
     )
     if gen.is_empty():
         return None
@@ -645,32 +652,42 @@ def _narrowest(gen: GeneratedHints, within: int) -> int | None:
     """kubelet ``findBestHint`` over the feasible masks containing ``within`` (0 = all).
 
     All feasible masks have at least ``preferred_size`` nodes and the preferred ones exactly
-    that many, so the best hint is the narrowest feasible superset of ``within``.
+    that many, so the best hint is the narrowest feasible superset of ``within``: the
+    narrowest extra mask holding it, or from the monotone part the smallest size ``k`` that
+    a superset reaches (binary search) and the smallest integer among those of size ``k``
+    (:func:`numalign.merge_search.colex_best`) - no mask is listed.
     """
-    nodes = list(gen.nodes)
+    found = min(
+        (m for m in gen.extra if m & within == within), key=lambda m: (m.bit_count(), m), default=None
+    )
+    u = gen.universe
+    if within & ~u or not u or not gen.feasible(u):
+        return found
+    family = Family(gen)
+    budget = Budget()
     base = within.bit_count()
-    in_universe = within & ~gen.universe == 0
-    rest = [n for n in nodes if not within >> n & 1 and gen.universe >> n & 1]
-    for k in range(max(1, base), len(nodes) + 1):
-        best: int | None = None
-        for m in sorted(gen.extra):
-            if m.bit_count() == k and m & within == within and (best is None or m < best):
-                best = m
-        if not in_universe:
-            cands: Iterable[int] = []
-        elif k == base:
-            cands = [within] if within else []
+
+    def reaches(inc: int, allowed: int, k: int) -> bool:
+        inc |= within
+        if allowed & within != within or allowed.bit_count() < k:
+            return False
+        return joint_reach([family], inc, allowed & ~inc, k - inc.bit_count(), budget)
+
+    lo, hi = max(1, base), u.bit_count()
+    if found is not None:
+        hi = min(hi, found.bit_count())
+        if not reaches(0, u, hi):
+            return found
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if reaches(0, u, mid):
+            hi = mid
         else:
-            cands = (within | x for x in masks_of_size(rest, k - base))
-        for m in cands:
-            if best is not None and m >= best:
-                break
-            if gen.feasible(m):
-                best = m
-                break
-        if best is not None:
-            return best
-    return None
+            lo = mid + 1
+    mono = colex_best(u, lo, lambda inc, allowed: reaches(inc, allowed, lo))
+    if found is None or (mono.bit_count(), mono) < (found.bit_count(), found):
+        return mono
+    return found
 
 
 def _satisfies(ms: Mapping[int, NodeMemoryState], mask: int, requested: Mapping[str, int]) -> bool:

@@ -1,0 +1,997 @@
+"""The searches behind :mod:`numalign.merge`: monotone hint families without listing them.
+
+Everything here answers questions about *monotone families*: the masks ``M`` inside a
+universe ``U`` with ``feasible(M)``, where a superset of a feasible mask (still inside ``U``)
+is feasible (:class:`~numalign.hints.GeneratedHints`). Three oracles and two optimisers:
+
+* :func:`joint_reach` - "can ``base`` grow by at most ``t`` nodes of ``cand`` into a mask
+  that every family accepts?" (the preferred search, and one family alone);
+* :func:`and_reach` - "can one pick per family AND to a mask ``X`` with ``In ⊆ X``,
+  ``X ∩ Ex = ∅`` and ``|X| <= c``?" (the non-preferred search); an assignment of every node
+  to a family that drops it, or to the at most ``c - |In|`` nodes kept;
+* :func:`colex_best` - the numerically smallest ``q``-subset an oracle admits (for one
+  popcount, the kubelet's narrowness order), with at most one oracle call per node;
+* :func:`closest_best` - the ``q``-subset of smallest average distance (ties: smallest
+  integer), by branch and bound in increasing integer order.
+
+The oracles are exact. Their worst case is exponential (both embed NP-hard problems:
+``PARTITION`` is "can two capacity families drop disjoint halves of the machine"), so every
+search step is counted by a :class:`Budget`, which raises :class:`MergeTooLarge` rather
+than hang. What keeps real inputs far below the budget:
+
+* nodes that look the same to every family (same amounts, not special) form *classes*;
+  searches choose how many nodes of a class to take, never which ones, so a machine of
+  identical nodes costs a few steps per class, not ``2^N``;
+* optimistic bounds (the ``t`` largest amounts still available, the slack a family has left
+  to drop nodes) prune before branching; failed states are memoised;
+* :func:`and_reach` first asks whether one family alone does the job (then the others
+  pick their whole universe), which is the common case.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from numalign.bitmask import ids_of
+from numalign.errors import InputError
+from numalign.hints import GeneratedHints
+
+#: Search steps one merge may take before :class:`MergeTooLarge` is raised.
+STEP_LIMIT = 2_000_000
+
+
+class MergeTooLarge(InputError):
+    """The exact merge would need more than :data:`STEP_LIMIT` search steps."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"merge needs more than {STEP_LIMIT:,} search steps ({what}); "
+            "the inputs are too large for an exact answer",
+            "hints",
+        )
+
+
+class Budget:
+    """Counts search steps of one merge."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, steps: int | None = None) -> None:
+        self.left = STEP_LIMIT if steps is None else steps
+
+    def tick(self, what: str, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise MergeTooLarge(what)
+
+
+def popcount(mask: int) -> int:
+    return mask.bit_count()
+
+
+# --------------------------------------------------------------------------- families
+
+
+class Family:
+    """One generated list's monotone part, prepared for the searches.
+
+    With a :class:`~numalign.hints.Demand` the family knows each node's amounts; nodes
+    that touch a multi-node item, a ``touch`` mask or ``lonely`` are *special* (their effect
+    is not a plain amount) and every check on them goes through the exact rule. Without
+    a demand (an opaque ``feasible``) every node is special and bounds are the monotone
+    one (``feasible`` of everything still available).
+    """
+
+    __slots__ = (
+        "dims",
+        "feasible",
+        "gen",
+        "lonely",
+        "multi",
+        "multi_nodes",
+        "need",
+        "opaque",
+        "sigs",
+        "special",
+        "touch",
+        "universe",
+        "weights",
+        "zero",
+    )
+
+    def __init__(self, gen: GeneratedHints) -> None:
+        self.gen = gen
+        self.sigs: dict[int, object] = {}
+        self.zero = [0]
+        self.universe = gen.universe
+        self.feasible: Callable[[int], bool] = gen.feasible
+        demand = gen.demand
+        self.opaque = demand is None
+        self.dims: list[int] = []
+        self.need: list[int] = []
+        self.weights: dict[int, list[int]] = {}
+        self.multi: list[list[tuple[int, int]]] = []
+        self.touch: tuple[int, ...] = ()
+        self.lonely = 0
+        self.multi_nodes = 0
+        if demand is None:
+            self.special = self.universe
+            return
+        self.feasible = demand.feasible
+        self.touch = demand.touch
+        self.lonely = demand.lonely
+        special = demand.lonely
+        for t in demand.touch:
+            special |= t
+        active = [d for d, n in enumerate(demand.need) if n > 0]
+        self.need = [demand.need[d] for d in active]
+        self.dims = list(range(len(active)))
+        for i, d in enumerate(active):
+            multi: list[tuple[int, int]] = []
+            for m, value in demand.dims[d]:
+                if m & (m - 1):
+                    multi.append((m, value))
+                    special |= m
+                    self.multi_nodes |= m
+                elif value:
+                    v = m.bit_length() - 1
+                    self.weights.setdefault(v, [0] * len(active))[i] += value
+            self.multi.append(multi)
+        self.zero = [0] * len(active)
+        self.special = special & self.universe
+
+    def weight(self, v: int) -> tuple[int, ...]:
+        row = self.weights.get(v)
+        return tuple(row) if row is not None else (0,) * len(self.dims)
+
+    def signature(self, v: int) -> object:
+        """Nodes with equal signatures are interchangeable for this family."""
+        got = self.sigs.get(v)
+        if got is None:
+            got = ("node", v) if self.special >> v & 1 else self.weight(v)
+            self.sigs[v] = got
+        return got
+
+    def totals(self, mask: int) -> list[int]:
+        """Per active dimension: what ``mask`` holds (single-node amounts and items)."""
+        out = [0] * len(self.dims)
+        for v in ids_of(mask & self.universe):
+            row = self.weights.get(v)
+            if row is not None:
+                for d in self.dims:
+                    out[d] += row[d]
+        for d in self.dims:
+            for m, value in self.multi[d]:
+                if m & mask:
+                    out[d] += value
+        return out
+
+    def gains(self, v: int, mask: int) -> list[int]:
+        """Optimistic amounts node ``v`` adds to ``mask`` (items it would newly touch).
+
+        The list returned may be shared: callers must not change it."""
+        row = self.weights.get(v)
+        if not self.multi_nodes >> v & 1:
+            return row if row is not None else self.zero
+        out = list(row) if row is not None else [0] * len(self.dims)
+        bit = 1 << v
+        for d in self.dims:
+            for m, value in self.multi[d]:
+                if m & bit and not m & mask:
+                    out[d] += value
+        return out
+
+
+# --------------------------------------------------------------------------- joint_reach
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Exactly ``count`` of the disjoint ``masks`` must be touched (align-by-socket)."""
+
+    masks: tuple[int, ...]
+    count: int
+
+    def touched(self, mask: int) -> int:
+        return sum(1 for g in self.masks if g & mask)
+
+    def index(self, v: int) -> int:
+        bit = 1 << v
+        for i, g in enumerate(self.masks):
+            if g & bit:
+                return i
+        return -1
+
+    def can_pad(self, s: int, free: int, size: int) -> bool:
+        """Can ``s`` grow by nodes of ``free`` to exactly ``size`` nodes and ``count`` groups?"""
+        extra = size - popcount(s)
+        if extra < 0:
+            return False
+        h = self.touched(s)
+        if h > self.count:
+            return False
+        missing = self.count - h
+        same = popcount(free & ~self._union_untouched(s))
+        sizes = sorted((popcount(free & g) for g in self.masks if not g & s and g & free), reverse=True)
+        if len(sizes) < missing:
+            return False
+        return missing <= extra <= same + sum(sizes[:missing])
+
+    def _union_untouched(self, s: int) -> int:
+        out = 0
+        for g in self.masks:
+            if not g & s:
+                out |= g
+        return out
+
+
+def joint_reach(
+    families: Sequence[Family],
+    base: int,
+    cand: int,
+    t: int,
+    budget: Budget,
+    groups: Groups | None = None,
+    size: int | None = None,
+) -> bool:
+    """Is there ``Y ⊆ cand`` with ``|Y| <= t`` such that ``S = base | Y`` is non-empty and
+    feasible for every family (each family is asked about ``S`` as it is; callers keep ``S``
+    inside the universes)?
+
+    With ``groups`` and ``size``: ``S`` must moreover grow within ``base | cand`` to exactly
+    ``size`` nodes touching exactly ``groups.count`` groups.
+    """
+    return joint_witness(families, base, cand, t, budget, groups, size) is not None
+
+
+def joint_witness(
+    families: Sequence[Family],
+    base: int,
+    cand: int,
+    t: int,
+    budget: Budget,
+    groups: Groups | None = None,
+    size: int | None = None,
+) -> int | None:
+    """:func:`joint_reach` with the mask ``S`` found (None: there is none)."""
+    cand &= ~base
+    if t < 0:
+        return None
+    if groups is not None:
+        assert size is not None
+        if popcount(base | cand) < size:
+            return None
+    full = base | cand
+    if full == 0 or not all(f.feasible(full) for f in families):
+        return None
+
+    def done(s: int) -> bool:
+        if s == 0 or not all(f.feasible(s) for f in families):
+            return False
+        return groups is None or groups.can_pad(s, full & ~s, size or 0)
+
+    if done(base):
+        return base
+    if t == 0 or cand == 0:
+        return None
+    if base == 0 and len(families) == 1 and groups is None:
+        f = families[0]
+        if not f.opaque and f.special & cand == 0 and not f.touch and len(f.dims) == 1:
+            # one amount, no special node: the t largest amounts decide (exactly)
+            need = f.need[0] - f.totals(0)[0]
+            best = heapq.nlargest(t, ((f.weight(v)[0], -v) for v in ids_of(cand)))
+            got = 0
+            s = 0
+            for amount, neg in best:
+                got += amount
+                s |= 1 << -neg
+                if got >= need:
+                    return s
+            return None
+
+    # classes of interchangeable candidate nodes, most useful first
+    classes: dict[object, list[int]] = {}
+    for v in ids_of(cand):
+        key: tuple[object, ...] = tuple(f.signature(v) for f in families)
+        if groups is not None:
+            key = (*key, groups.index(v))
+        classes.setdefault(key, []).append(v)
+    deficits = [f.totals(base) for f in families]
+
+    def usefulness(nodes: list[int]) -> tuple[float, int]:
+        v = nodes[0]
+        score = 0.0
+        for f, tot in zip(families, deficits, strict=True):
+            row = f.gains(v, base)
+            for d in f.dims:
+                left = f.need[d] - tot[d]
+                if left > 0:
+                    score += min(1.0, row[d] / left)
+            if f.special >> v & 1:
+                score += 0.5
+        return (-score, v)
+
+    order = sorted(classes.values(), key=usefulness)
+    masks = []
+    for nodes in order:
+        prefix = [0]
+        for v in nodes:
+            prefix.append(prefix[-1] | 1 << v)
+        masks.append(prefix)
+    rest_after = [0] * (len(order) + 1)
+    for i in range(len(order) - 1, -1, -1):
+        rest_after[i] = rest_after[i + 1] | masks[i][-1]
+    failed: set[tuple[int, int, int]] = set()
+
+    def hopeless(s: int, rest: int, left: int) -> bool:
+        """Optimistic bounds: even the best ``left`` nodes of ``rest`` cannot make it."""
+        for f in families:
+            if f.opaque:
+                if not f.feasible(s | rest):
+                    return True
+                continue
+            for tmask in f.touch:
+                if not tmask & s and (left == 0 or not tmask & rest):
+                    return True
+            if not f.dims:
+                continue
+            tot = f.totals(s)
+            short = [d for d in f.dims if tot[d] < f.need[d]]
+            if not short:
+                continue
+            if left == 0:
+                return True
+            gains = [f.gains(v, s) for v in ids_of(rest)]
+            for d in short:
+                top = heapq.nlargest(left, (g[d] for g in gains))
+                if tot[d] + sum(top) < f.need[d]:
+                    return True
+        return groups is not None and groups.touched(s) > groups.count
+
+    def go(i: int, s: int, left: int) -> int:
+        budget.tick("joint search")
+        if done(s):
+            return s
+        if i == len(order) or left == 0:
+            return 0
+        key = (i, s, left)
+        if key in failed:
+            return 0
+        rest = rest_after[i]
+        if hopeless(s, rest, left):
+            failed.add(key)
+            return 0
+        prefix = masks[i]
+        for k in range(min(len(prefix) - 1, left), -1, -1):
+            found = go(i + 1, s | prefix[k], left - k)
+            if found:
+                return found
+        failed.add(key)
+        return 0
+
+    return go(0, base, t) or None
+
+
+def min_size(family: Family, budget: Budget) -> int | None:
+    """Popcount of the narrowest feasible mask of the family's monotone part."""
+    u = family.universe
+    if u == 0 or not family.feasible(u):
+        return None
+    lo, hi = 1, popcount(u)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if joint_reach([family], 0, u, mid, budget):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+# --------------------------------------------------------------------------- and_reach
+
+
+class _Dropper:
+    """One family in :func:`and_reach`: the mask it keeps, as nodes are assigned to it."""
+
+    __slots__ = ("f", "kept", "tot")
+
+    def __init__(self, f: Family, kept: int) -> None:
+        self.f = f
+        self.kept = kept
+        self.tot = f.totals(kept) if not f.opaque else []
+
+    def try_drop(self, v: int) -> list[int] | None:
+        """Drop ``v`` if the kept mask stays a feasible pick; returns the old totals."""
+        f = self.f
+        bit = 1 << v
+        new = self.kept & ~bit
+        if new == 0:
+            return None
+        if f.opaque:
+            if not f.feasible(new):
+                return None
+            self.kept = new
+            return []
+        if f.special >> v & 1 or new & f.lonely:
+            if not f.feasible(new):
+                return None
+            old = self.tot
+            self.tot = f.totals(new)
+            self.kept = new
+            return old
+        row = f.weights.get(v)
+        if row is None:
+            self.kept = new
+            return self.tot
+        tot = [a - b for a, b in zip(self.tot, row, strict=True)]
+        for d in f.dims:
+            if tot[d] < f.need[d]:
+                return None
+        old = self.tot
+        self.tot = tot
+        self.kept = new
+        return old
+
+    def undo(self, v: int, old: list[int]) -> None:
+        self.kept |= 1 << v
+        self.tot = old
+
+    def key(self) -> tuple[object, ...]:
+        """Everything the rest of the search depends on: the amounts kept, the special
+        nodes kept, and how many nodes are kept (a pick must stay non-empty and must not
+        shrink to one lonely node)."""
+        f = self.f
+        if f.opaque:
+            return (self.kept,)
+        return (tuple(self.tot), self.kept & f.special, popcount(self.kept))
+
+    def order(self, nodes: int) -> list[tuple[int, list[tuple[int, int]]]]:
+        """Per active dimension: the nodes of ``nodes`` with a positive amount (as a mask, and
+        lightest first), for :meth:`capacity`."""
+        f = self.f
+        out: list[tuple[int, list[tuple[int, int]]]] = []
+        for d in f.dims:
+            pairs = sorted(
+                (row[d], v) for v in ids_of(nodes) if (row := f.weights.get(v)) is not None and row[d]
+            )
+            mask = 0
+            for _, v in pairs:
+                mask |= 1 << v
+            out.append((mask, pairs))
+        return out
+
+    def capacity(self, rest: int, order: list[tuple[int, list[tuple[int, int]]]]) -> int:
+        """At most how many nodes of ``rest`` this family can still drop (``order`` from
+        :meth:`order` over a superset of ``rest``): the lightest ones that fit its slack in
+        every dimension, plus the nodes without an amount."""
+        f = self.f
+        count = popcount(rest)
+        cap = min(count, popcount(self.kept) - 1)
+        if f.opaque or not f.dims:
+            return cap
+        for d in f.dims:
+            weighted, pairs = order[d]
+            slack = self.tot[d] - f.need[d]
+            fit = 0
+            for w, v in pairs:
+                if rest >> v & 1:
+                    if w > slack:
+                        break
+                    slack -= w
+                    fit += 1
+            cap = min(cap, count - popcount(rest & weighted) + fit)
+        return cap
+
+
+def and_reach(
+    families: Sequence[Family], w: int, inc: int, exc: int, c: int, budget: Budget
+) -> bool:
+    """Does one pick per family (``P_j`` feasible, inside its universe) give
+    ``X = W ∩ ∩P_j`` with ``X ∩ exc = ∅`` and ``|X \\ inc| <= c - |inc|``?
+
+    ``w`` is inside every universe. Nodes outside ``w`` stay in every pick (more is never
+    worse for a monotone family). Each node of ``w \\ inc`` is dropped by one family or, if
+    it is not in ``exc``, kept (at most ``c - |inc|`` of them).
+    """
+    return and_witness(families, w, inc, exc, c, budget) is not None
+
+
+def and_witness(
+    families: Sequence[Family], w: int, inc: int, exc: int, c: int, budget: Budget
+) -> int | None:
+    """:func:`and_reach` with ``X | inc`` for the ``X`` found (None: there is none)."""
+    inc &= w
+    t = c - popcount(inc)
+    if t < 0:
+        return None
+    h = w & ~inc
+    forced = h & exc
+    soft = h & ~exc
+    if popcount(soft) <= t:
+        soft, t = 0, 0  # keep them all
+        keep_all = h & ~exc
+    else:
+        keep_all = 0
+    # one family alone
+    for f in families:
+        base = (f.universe & ~w) | inc | keep_all
+        found = joint_witness([f], base, soft, t, budget)
+        if found is not None:
+            return (found & w) | inc
+    if len(families) == 1:
+        return None
+    for v in ids_of(forced):
+        bit = 1 << v
+        if not any(f.universe & ~bit and f.feasible(f.universe & ~bit) for f in families):
+            return None
+
+    droppers = [_Dropper(f, f.universe) for f in families]
+    droppers.sort(key=lambda d: -sum(d.tot[x] - d.f.need[x] for x in d.f.dims) if d.f.dims else 0)
+
+    classes: dict[tuple[object, ...], int] = {}
+    entries: list[tuple[bool, int, int, int]] = []
+    for v in ids_of(forced | soft):
+        is_forced = bool(forced >> v & 1)
+        cls = classes.setdefault((is_forced, *(d.f.signature(v) for d in droppers)), len(classes))
+        weight = sum(sum(d.f.weights.get(v, ())) for d in droppers)
+        entries.append((not is_forced, -weight, cls, v))
+    entries.sort()
+    nodes = [(v, not soft_first) for soft_first, _, _, v in entries]
+    sigs = [cls for _, _, cls, _ in entries]
+    n = len(nodes)
+    failed: set[tuple[object, ...]] = set()
+    forced_after = [0] * (n + 1)
+    soft_after = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        forced_after[i] = forced_after[i + 1] + (1 if nodes[i][1] else 0)
+        soft_after[i] = soft_after[i + 1] + (0 if nodes[i][1] else 1)
+    bins = len(droppers) + 1  # bin 0 keeps the node, bin b > 0 is dropped by droppers[b - 1]
+    everyone = forced | soft
+    orders = [d.order(everyone) for d in droppers]
+    rest_after = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        rest_after[i] = rest_after[i + 1] | 1 << nodes[i][0]
+
+    kept_nodes = [0]
+
+    def go(i: int, kept: int, prev: int) -> bool:
+        budget.tick("assignment search")
+        if i == n:
+            return True
+        # interchangeable nodes take non-decreasing bins (any solution can be sorted so)
+        lo = prev if i and sigs[i] == sigs[i - 1] else 0
+        key = (i, kept, lo, *(d.key() for d in droppers))
+        if key in failed:
+            return False
+        rest = rest_after[i]
+        caps = sum(d.capacity(rest, o) for d, o in zip(droppers, orders, strict=True))
+        if caps < forced_after[i] or caps + min(t - kept, soft_after[i]) < n - i:
+            failed.add(key)
+            return False
+        v, is_forced = nodes[i]
+        for b in range(lo, bins):
+            if b == 0:
+                if not is_forced and kept < t and go(i + 1, kept + 1, 0):
+                    kept_nodes[0] |= 1 << v
+                    return True
+                continue
+            d = droppers[b - 1]
+            old = d.try_drop(v)
+            if old is None:
+                continue
+            ok = go(i + 1, kept, b)
+            d.undo(v, old)
+            if ok:
+                return True
+        failed.add(key)
+        return False
+
+    if go(0, 0, 0):
+        return inc | keep_all | kept_nodes[0]
+    return None
+
+
+# --------------------------------------------------------------------------- optimisers
+
+
+Oracle = Callable[[int, int], bool]
+
+
+class CachedOracle:
+    """Answers "is there an admitted ``X`` with ``|X| = size`` and ``inc ⊆ X ⊆ allowed``?"
+    for an *up-closed* admitted family, remembering what earlier searches found.
+
+    ``find(inc, allowed)`` returns a witness - an admitted mask ``x`` with ``inc ⊆ x ⊆
+    allowed`` and ``|x| <= size`` - or None. A witness answers every later query it fits
+    (``x | inc`` is admitted too, and can be padded inside ``allowed``); a failure answers
+    every later query with more required and fewer allowed nodes.
+    """
+
+    __slots__ = ("find", "hits", "misses", "size")
+
+    def __init__(self, size: int, find: Callable[[int, int], int | None]) -> None:
+        self.size = size
+        self.find = find
+        self.hits: list[int] = []
+        self.misses: list[tuple[int, int]] = []
+
+    def __call__(self, inc: int, allowed: int) -> bool:
+        if popcount(allowed) < self.size:
+            return False
+        for x in self.hits:
+            y = x | inc
+            if y & ~allowed == 0 and popcount(y) <= self.size:
+                return True
+        for i, a in self.misses:
+            if inc & i == i and allowed & ~a == 0:
+                return False
+        found = self.find(inc, allowed)
+        if found is None:
+            self.misses.append((inc, allowed))
+            return False
+        self.hits.append(found)
+        return True
+
+
+def colex_best(w: int, q: int, exists: Oracle) -> int:
+    """The smallest integer ``X ⊆ w`` with ``|X| = q`` such that the family admits it.
+
+    ``exists(inc, allowed)`` must answer "is some admitted ``X`` of size ``q`` with
+    ``inc ⊆ X ⊆ allowed``?" and be true for ``(0, w)``. For one popcount, integer order
+    compares the highest elements first, so the answer's highest element is the lowest node
+    ``h`` with ``exists(0, nodes <= h)``, then the next one below it, and so on. Each element
+    is found by binary search (``exists`` is monotone in ``allowed``) when ``q`` is small,
+    else by one pass from the top (leave a node out whenever that is still possible): at
+    most ``min(q * log2(n), n)`` oracle calls.
+    """
+    nodes = ids_of(w)
+    n = len(nodes)
+    if q * max(1, n.bit_length()) >= n:
+        inc, allowed = 0, w
+        for v in reversed(nodes):
+            if popcount(inc) == q:
+                return inc
+            if popcount(allowed) == q:
+                return allowed
+            bit = 1 << v
+            if exists(inc, allowed & ~bit):
+                allowed &= ~bit
+            else:
+                inc |= bit
+        return inc
+    inc = 0
+    rest = nodes  # ascending; every element of the answer not in inc is among them
+    while popcount(inc) < q:
+        need = q - popcount(inc)
+        if len(rest) == need:
+            for v in rest:
+                inc |= 1 << v
+            break
+        prefix = [0]
+        for v in rest:
+            prefix.append(prefix[-1] | 1 << v)
+        lo, hi = need - 1, len(rest) - 1  # the answer's next element is rest[j] for some j
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if exists(inc, inc | prefix[mid + 1]):
+                hi = mid
+            else:
+                lo = mid + 1
+        inc |= 1 << rest[lo]
+        rest = rest[:lo]
+    return inc
+
+
+def _runs(
+    nodes: list[int],
+    distances: Mapping[int, Mapping[int, int]],
+    same: Callable[[int], object] | None,
+) -> list[list[int]]:
+    """Maximal runs of consecutive nodes that are interchangeable: equal ``same`` keys,
+    equal self-distance, equal distances to (and from) every node outside the run, and one
+    distance between any two members."""
+    runs: list[list[int]] = []
+    for v in nodes:
+        run = runs[-1] if runs else None
+        if run is not None and (same is None or same(v) == same(run[0])):
+            a = run[0]
+            dv, da = distances[v], distances[a]
+            inner = distances[run[1]][a] if len(run) > 1 else dv[a]
+            ok = dv[v] == da[a] and all(
+                dv[u] == inner and distances[u][v] == inner for u in run
+            )
+            if ok:
+                members = set(run)
+                ok = all(
+                    dv[x] == da[x] and distances[x][v] == distances[x][a]
+                    for x in nodes
+                    if x != v and x not in members
+                )
+            if ok:
+                run.append(v)
+                continue
+        runs.append([v])
+    return runs
+
+
+def closest_best(
+    w: int,
+    q: int,
+    exists: Oracle | None,
+    distances: Mapping[int, Mapping[int, int]],
+    budget: Budget,
+    same: Callable[[int], object] | None = None,
+    start: int | None = None,
+) -> int | None:
+    """The admitted ``q``-subset of ``w`` with the smallest average distance, ties to the
+    smallest integer (kubelet ``Closest``); None if nothing is admitted. ``exists`` is the
+    oracle of :func:`colex_best` (None: every subset is admitted); ``same(v)`` tells which
+    nodes the oracle cannot tell apart.
+
+    For one size, the average distance orders like the integer sum ``D(X)`` of
+    ``distances[u][v]`` over ordered pairs of ``X`` (diagonal included). Consecutive nodes
+    that are interchangeable (:func:`_runs`; real distance tables come in such groups,
+    e.g. 16 runs of 4 on the 64-node SGI capture) form classes; an admitted optimum can be
+    moved to the lowest ids of each class without changing ``D`` or the oracle's answer,
+    which only lowers its integer value. So the search decides, from the highest class
+    down, how many of a class's lowest ids to take (fewest first): that visits candidates in
+    increasing integer order, and a later candidate never wins a tie. Branches are cut by a
+    Gilmore-Lawler bound (each node still to choose costs at least its distance to the
+    chosen nodes plus half the distances to its nearest possible companions) against the
+    best so far, seeded by a greedy solution, and by the oracle.
+    """
+    nodes = ids_of(w)
+    if q > len(nodes) or q <= 0:
+        return None
+    runs = _runs(nodes, distances, same)
+    m = len(runs)
+    size = [len(r) for r in runs]
+    reps = [r[0] for r in runs]
+    diag = [int(distances[v][v]) for v in reps]
+    inner = [
+        int(distances[r[0]][r[1]]) + int(distances[r[1]][r[0]]) if len(r) > 1 else 0 for r in runs
+    ]
+    cross = [
+        [int(distances[reps[i]][reps[j]]) + int(distances[reps[j]][reps[i]]) for j in range(m)]
+        for i in range(m)
+    ]
+    near = [sorted((cross[i][j], j) for j in range(m) if j != i) for i in range(m)]
+    below = [0] * (m + 1)  # nodes in classes < k
+    for k in range(m):
+        below[k + 1] = below[k] + size[k]
+    lowest = [[0] * (len(r) + 1) for r in runs]  # lowest[k][c]: mask of the c lowest ids
+    for k, r in enumerate(runs):
+        for c, v in enumerate(r):
+            lowest[k][c + 1] = lowest[k][c] | 1 << v
+    all_below = [0] * (m + 1)
+    for k in range(m):
+        all_below[k + 1] = all_below[k] | lowest[k][-1]
+
+    companions: dict[tuple[int, int, int], int] = {}
+
+    def companion(j: int, k: int, r: int) -> int:
+        """Sum of the ``r - 1`` smallest pair weights from a node of class ``j`` to the
+        other nodes of classes ``< k``."""
+        ck = (j, k, r)
+        got = companions.get(ck)
+        if got is not None:
+            return got
+        want = r - 1
+        acc = 0
+        own = size[j] - 1
+        own_w = inner[j]
+        for wt, other in near[j]:
+            if want == 0:
+                break
+            if own and own_w <= wt:
+                take = min(own, want)
+                acc += take * own_w
+                want -= take
+                own = 0
+                if want == 0:
+                    break
+            if other >= k:
+                continue
+            take = min(size[other], want)
+            acc += take * wt
+            want -= take
+        if want and own:
+            acc += min(own, want) * own_w
+        companions[ck] = acc
+        return acc
+
+    def bound2(r: int, k: int, a: list[int]) -> int:
+        """Twice a lower bound of the cost of ``r`` more nodes from classes ``< k``."""
+        if r == 0:
+            return 0
+        costs = sorted((2 * a[j] + companion(j, k, r), size[j]) for j in range(k))
+        total = 0
+        for c2, z in costs:
+            take = min(z, r)
+            total += take * c2
+            r -= take
+            if r == 0:
+                return total
+        return 1 << 62
+
+    # interchangeable classes: the min-integer optimum takes no more of the higher one
+    keys = [same(v) if same is not None else None for v in reps]
+    twins_above: list[list[int]] = [[] for _ in range(m)]
+    for x in range(m):
+        for y in range(x + 1, m):
+            if (
+                size[x] == size[y]
+                and diag[x] == diag[y]
+                and inner[x] == inner[y]
+                and keys[x] == keys[y]
+                and all(cross[x][z] == cross[y][z] for z in range(m) if z != x and z != y)
+            ):
+                twins_above[x].append(y)
+    counts = [0] * m
+
+    # greedy seeds: from every class, add the cheapest next node
+    best_sum = 1 << 62
+    if start is not None:
+        best_sum = _distance_sum(start, distances) + 1  # +1: equal sums found by the search win
+    greedy: list[tuple[int, int]] = []
+    for seed in range(0, m, max(1, m // 8)):  # a few seeds, spread over the machine
+        taken = [0] * m
+        a = list(diag)
+        total = 0
+        for step in range(q):
+            if step == 0:
+                j = seed
+            else:
+                j = min(
+                    (x for x in range(m) if taken[x] < size[x]),
+                    key=lambda x: a[x] + taken[x] * inner[x],
+                )
+            total += a[j] + taken[j] * inner[j]
+            taken[j] += 1
+            for x in range(m):
+                if x != j:
+                    a[x] += cross[j][x]
+        chosen = 0
+        for x in range(m):
+            chosen |= lowest[x][taken[x]]
+        greedy.append((total, chosen))
+    greedy.sort()
+    for total, chosen in greedy[:3]:
+        if total + 1 >= best_sum:
+            break
+        if exists is None or exists(chosen, chosen):
+            best_sum = total + 1
+            break
+    best: list[int] = [best_sum, -1]
+    # Without an oracle and when the cost is strictly concave along "move one node from
+    # class y to class x" for every two classes of >= 2 nodes (inner[x] + inner[y] <
+    # 2 * cross[x][y]: members of a class are closer to each other than to anyone else), a
+    # solution with two partly taken classes is beaten by pushing one of them to full or
+    # empty; every optimum takes all classes whole but at most one.
+    whole = exists is None and all(
+        inner[x] + inner[y] < 2 * cross[x][y]
+        for x in range(m)
+        for y in range(x + 1, m)
+        if size[x] > 1 and size[y] > 1
+    )
+
+    def go(k: int, r: int, total: int, a: list[int], inc: int, partial: bool = False) -> None:
+        budget.tick("closest search")
+        if r == 0:
+            if total < best[0] and (exists is None or exists(inc, inc)):
+                best[0], best[1] = total, inc
+            return
+        if k < 0 or below[k + 1] < r:
+            return
+        z = size[k]
+        floor = max((counts[y] for y in twins_above[k]), default=0)
+        for c in range(floor, min(z, r) + 1):
+            part = 0 < c < z
+            if whole and part and partial:
+                continue
+            if c == 0:
+                a2 = a
+                t2 = total
+            else:
+                t2 = total + c * a[k] + (c * (c - 1) // 2) * inner[k]
+                row = cross[k]
+                a2 = [a[j] + c * row[j] for j in range(k)]
+            r2 = r - c
+            if below[k] < r2:
+                continue
+            if 2 * t2 + bound2(r2, k, a2) >= 2 * best[0]:
+                continue
+            inc2 = inc | lowest[k][c]
+            if exists is not None and r2 and not exists(inc2, inc2 | all_below[k]):
+                continue
+            counts[k] = c
+            go(k - 1, r2, t2, a2, inc2, partial or part)
+            counts[k] = 0
+
+    go(m - 1, q, 0, list(diag), 0)
+    if best[1] >= 0:
+        return best[1]
+    if exists is None or start is not None:
+        raise AssertionError("a seed was admitted: the search must find one as good")
+    return None
+
+
+def _distance_sum(mask: int, distances: Mapping[int, Mapping[int, int]]) -> int:
+    bits = ids_of(mask)
+    return sum(int(distances[u][v]) for u in bits for v in bits)
+
+
+# --------------------------------------------------------------------------- best AND
+
+
+def best_and(
+    families: Sequence[Family],
+    cap: int,
+    best_count: int,
+    distances: Mapping[int, Mapping[int, int]] | None,
+    budget: Budget,
+    give_up: Callable[[int], bool] | None = None,
+) -> int | None:
+    """The best non-empty ``X = cap ∩ ∩ P_j`` (one feasible pick ``P_j`` per family) under
+    the non-preferred ranking with ``bestNonPreferredAffinityCount = best_count``.
+
+    The ANDs are *up-closed* inside ``W = cap ∩ ∩ U_j``: if picks AND to ``X`` then the
+    picks ``P_j | Y`` (still feasible, still inside the universes) AND to ``X | Y`` for any
+    ``Y ⊆ W``. So ``W`` is reachable, if anything of size ``<= best_count`` is then a mask of
+    exactly ``best_count`` nodes is, and otherwise the winners have the smallest reachable
+    size ``c > best_count``. Among masks of that size the fit order decides
+    (:func:`colex_best` / :func:`closest_best` with :func:`and_reach` as the oracle).
+    ``give_up(c)`` may stop the search when size ``c`` cannot beat a result found elsewhere.
+    """
+    w = cap
+    for f in families:
+        w &= f.universe
+    if w == 0:
+        return None
+    n = popcount(w)
+    if n <= best_count:
+        return w  # the largest reachable mask, and the only one of its size
+    lo = max(best_count, 1)
+    everything = and_reach(families, w, 0, w, 1, budget)  # the empty AND is reachable
+    if everything or and_reach(families, w, 0, 0, lo, budget):
+        c = lo
+    else:
+        lo, hi = lo + 1, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if and_reach(families, w, 0, 0, mid, budget):
+                hi = mid
+            else:
+                lo = mid + 1
+        c = lo
+    if give_up is not None and give_up(c):
+        return None
+
+    if everything:
+        if distances is None:
+            return _lowest(w, c)
+        return closest_best(w, c, None, distances, budget)
+    oracle = CachedOracle(c, lambda inc, allowed: and_witness(families, w, inc, w & ~allowed, c, budget))
+    narrowest = colex_best(w, c, oracle)
+    if distances is None:
+        return narrowest
+    return closest_best(w, c, oracle, distances, budget, signature(families), narrowest)
+
+
+def _lowest(mask: int, k: int) -> int:
+    out = 0
+    for v in ids_of(mask)[:k]:
+        out |= 1 << v
+    return out
+
+
+def signature(families: Sequence[Family], groups: Groups | None = None) -> Callable[[int], object]:
+    """Which nodes the families (and groups) cannot tell apart."""
+
+    def key(v: int) -> object:
+        out: tuple[object, ...] = tuple(f.signature(v) for f in families)
+        return out if groups is None else (*out, groups.index(v))
+
+    return key
