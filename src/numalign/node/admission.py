@@ -6,6 +6,10 @@ the copy replaces the state only if every container of the pod was admitted and 
 (The kubelet keeps the allocations of a rejected pod's earlier containers until its managers'
 stale-state cleanup runs; numalign never leaks them.)
 
+Before the Topology Manager, the kubelet's predicate admission (:mod:`numalign.node.predicates`)
+checks that the pod fits the node at all (pod count, cpu, memory, hugepages, devices against
+node allocatable and the requests of the pods already admitted): ``OutOfcpu`` and friends.
+
 Provider order is the kubelet's: device manager, CPU manager, memory manager.
 """
 
@@ -19,9 +23,11 @@ from numalign.bitmask import ids_of
 from numalign.errors import AdmissionError, InputError
 from numalign.machine.model import Machine
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
+from numalign.machine.allocatable import node_allocatable
+from numalign.node.predicates import node_fit
 from numalign.node.usage import container_usage
 from numalign.pod_policy import pod_policy
-from numalign.pods import Pod
+from numalign.pods import Pod, effective_pod_requests
 from numalign.policies import (
     Policy,
     Scope,
@@ -84,7 +90,8 @@ class Node:
         kc = machine.kubelet
         self.dynamic = kc.topology_manager_policy == DYNAMIC
         self.options = parse_options(
-            dict(kc.topology_manager_policy_options), "kubelet.topologyManagerPolicyOptions"
+            dict(kc.topology_manager_policy_options), "kubelet.topologyManagerPolicyOptions",
+            kc.feature_gates,
         )
         if self.dynamic:
             self.node_policy, implied = Policy.NONE, None
@@ -98,6 +105,8 @@ class Node:
         # kubelet manager construction checks (NUMA limit, distances) happen here, once
         self._policy(self.node_policy)
         self._reserved: frozenset[int] | None = None
+        #: node allocatable per resource (the kubelet's node status), for predicate admission
+        self.allocatable = node_allocatable(machine)
         #: what happened on the way (a reconcile's kept and dropped pods), for the CLI to show
         self.notes: list[str] = []
         self.state = state if state is not None else NodeState.empty(machine)
@@ -164,6 +173,11 @@ class Node:
         if pod.uid in self.state.pods or any(p.key == pod.key for p in self.state.pods.values()):
             return PodResult(pod, False, "UnexpectedAdmissionError",
                              f"pod {pod.key} is already admitted on this node", policy=pol, scope=sc), None
+        requests = {r: v for r, v in effective_pod_requests(pod).items() if v > 0}
+        short = node_fit(self.allocatable, requests, (p.requests for p in self.state.pods.values()))
+        if short:
+            return PodResult(pod, False, short[0].reason, short[0].message, policy=pol,
+                             scope=sc), None
         work = self.state.copy()
         try:
             decisions = admit(policy, scope, self.providers(work), pod)
@@ -177,6 +191,7 @@ class Node:
             pod.uid, pod.key, pol, sc,
             tuple(ContainerRecord(r.name, None if r.affinity is None else tuple(ids_of(r.affinity)),
                                   r.preferred) for r in results),
+            requests=requests,
         )
         return PodResult(pod, True, None, None, policy=pol, scope=sc, containers=results), work
 
