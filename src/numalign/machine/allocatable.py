@@ -23,11 +23,11 @@ Pure functions over a :class:`~numalign.machine.model.Machine`; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from numalign.errors import InputError
-from numalign.machine.model import KubeletConfig, Machine
+from numalign.machine.model import KubeletConfig, Machine, ReservedMemory
 from numalign.quantity import (
     CPU,
     MEMORY,
@@ -153,25 +153,37 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
     return out
 
 
-def validate_reserved_memory(machine: Machine) -> None:
-    """The Static memory manager's start-up check of ``reservedMemory`` against Node
-    Allocatable (kubelet message; the field is ``kubelet.reservedMemory``)."""
-    kc = machine.kubelet
-    if kc.memory_manager_policy != "Static":
-        return
+def check_reserved_memory(
+    reservation: Mapping[str, int], reserved_memory: Iterable[ReservedMemory]
+) -> None:
+    """kubelet ``validateReservedMemory``: for memory and each hugepage size named by either
+    side, the ``reservedMemory`` total equals the Node Allocatable ``reservation``."""
     totals: dict[str, int] = {}
-    for rm in kc.reserved_memory:
+    for rm in reserved_memory:
         for name, amount in rm.limits.items():
             totals[name] = totals.get(name, 0) + amount
-    reservation = allocatable_reservation(machine)
     kinds = set(totals) | {r for r in reservation if r == MEMORY or is_hugepages_resource(r)}
     for kind in sorted(kinds):
         want, have = reservation.get(kind, 0), totals.get(kind, 0)
         if want != have:
             raise InputError(
                 f'the total amount "{format_bytes(have)}" of type "{kind}" is not equal to the '
-                f'value "{format_bytes(want)}" determined by Node Allocatable feature '
-                "(systemReserved + kubeReserved + evictionHard memory.available, whose kubelet "
-                "default is 100Mi)",
-                "kubelet.reservedMemory",
+                f'value "{format_bytes(want)}" determined by Node Allocatable feature'
             )
+
+
+def validate_reserved_memory(machine: Machine) -> None:
+    """The Static memory manager's start-up check of ``reservedMemory`` against Node
+    Allocatable (kubelet message, with what makes up the reservation; field
+    ``kubelet.reservedMemory``). Nothing to check under the ``None`` policy."""
+    kc = machine.kubelet
+    if kc.memory_manager_policy != "Static":
+        return
+    try:
+        check_reserved_memory(allocatable_reservation(machine), kc.reserved_memory)
+    except InputError as e:
+        raise InputError(
+            f"{e.problem} (systemReserved + kubeReserved + evictionHard memory.available, "
+            "whose kubelet default is 100Mi)",
+            "kubelet.reservedMemory",
+        ) from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from numalign.bitmask import ids_of
@@ -24,7 +25,7 @@ from numalign.errors import AdmissionError, InputError
 from numalign.machine.model import Machine
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.machine.allocatable import node_allocatable
-from numalign.node.predicates import node_fit
+from numalign.node.predicates import fits
 from numalign.node.usage import container_usage
 from numalign.pod_policy import pod_policy
 from numalign.pods import Pod, effective_pod_requests
@@ -107,6 +108,10 @@ class Node:
         self._reserved: frozenset[int] | None = None
         #: node allocatable per resource (the kubelet's node status), for predicate admission
         self.allocatable = node_allocatable(machine)
+        #: node-level requests and pod count of pods this engine knows only as totals (an
+        #: NRT's ``numalign.io/nodeRequested``), added to the state's pods in predicate admission
+        self.external_requests: dict[str, int] = {}
+        self.external_pods = 0
         #: what happened on the way (a reconcile's kept and dropped pods), for the CLI to show
         self.notes: list[str] = []
         self.state = state if state is not None else NodeState.empty(machine)
@@ -174,7 +179,8 @@ class Node:
             return PodResult(pod, False, "UnexpectedAdmissionError",
                              f"pod {pod.key} is already admitted on this node", policy=pol, scope=sc), None
         requests = {r: v for r, v in effective_pod_requests(pod).items() if v > 0}
-        short = node_fit(self.allocatable, requests, (p.requests for p in self.state.pods.values()))
+        used, count = self.requested()
+        short = fits(self.allocatable, requests, used, count)
         if short:
             return PodResult(pod, False, short[0].reason, short[0].message, policy=pol,
                              scope=sc), None
@@ -194,6 +200,25 @@ class Node:
             requests=requests,
         )
         return PodResult(pod, True, None, None, policy=pol, scope=sc, containers=results), work
+
+    def _admitted_requests(self) -> list[Mapping[str, int]]:
+        """The requests of every admitted pod (one entry per pod) plus the external totals."""
+        out: list[Mapping[str, int]] = [p.requests for p in self.state.pods.values()]
+        if self.external_pods > 0:
+            out.append(self.external_requests)
+            out.extend({} for _ in range(self.external_pods - 1))
+        elif self.external_requests:
+            out.append(self.external_requests)  # totals only: counted, but not as a pod
+        return out
+
+    def requested(self) -> tuple[dict[str, int], int]:
+        """Node-level requests of every admitted pod together, and how many pods there are
+        (kube-scheduler's ``NodeInfo.Requested`` and pod count)."""
+        total: dict[str, int] = {}
+        for r in self._admitted_requests():
+            for name, v in r.items():
+                total[name] = total.get(name, 0) + v
+        return total, len(self.state.pods) + self.external_pods
 
     def commit(self, planned: NodeState) -> None:
         """Adopt a state returned by :meth:`plan` (made on the current state)."""
