@@ -114,8 +114,8 @@ from numalign.quantity import (
     HUGEPAGES_PREFIX,
     MEMORY,
     cpu_millis,
-    is_hugepages_resource,
     format_cpu_millis,
+    is_hugepages_resource,
     parse_quantity,
     quantity_int,
 )

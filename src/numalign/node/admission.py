@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from numalign.bitmask import ids_of
 from numalign.errors import AdmissionError, InputError
-from numalign.machine.model import Machine
-from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.machine.allocatable import node_allocatable
+from numalign.machine.model import Machine
 from numalign.node.predicates import fits
+from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.node.usage import container_usage
 from numalign.pod_policy import pod_policy
 from numalign.pods import Pod, effective_pod_requests

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from numalign.machine.allocatable import PODS, node_allocatable
 from numalign.machine.model import Machine
-from numalign.quantity import CPU, MEMORY, format_amount, format_cpu_millis
+from numalign.quantity import CPU, MEMORY
 
 EPHEMERAL_STORAGE = "ephemeral-storage"
 _FIRST = (CPU, MEMORY)
@@ -58,19 +58,6 @@ class Insufficient:
             f"Node didn't have enough resource: {self.resource}, requested: {self.requested}, "
             f"used: {self.used}, capacity: {self.capacity}"
         )
-
-    def explain(self) -> str:
-        """The same numbers for people (``needs 2 CPUs, 1.5 free of 128``)."""
-        free = max(0, self.capacity - self.used)
-        if self.resource == PODS:
-            return f"the node already runs {self.used} pods, its maxPods is {self.capacity}"
-        if self.resource == CPU:
-            amount = format_cpu_millis
-            return (f"the pod requests {amount(self.requested)} CPU, the node has "
-                    f"{amount(free)} of {amount(self.capacity)} allocatable CPU left")
-        amount2 = lambda n: format_amount(self.resource, n)  # noqa: E731
-        return (f"the pod requests {amount2(self.requested)} {self.resource}, the node has "
-                f"{amount2(free)} of {amount2(self.capacity)} allocatable left")
 
 
 def is_extended_resource(name: str) -> bool:
