@@ -69,6 +69,9 @@ FULL: dict[str, Any] = {
         "kubeReserved": {"cpu": "1"},
         "memoryManagerPolicy": "Static",
         "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}],
+        # the Static memory manager needs reservedMemory == systemReserved + kubeReserved +
+        # evictionHard memory.available (issue 13): "0%" = no hard memory threshold
+        "evictionHard": {"memory.available": "0%"},
         "featureGates": {"SomeGate": True},
     },
 }
@@ -111,6 +114,7 @@ def test_full_form() -> None:
         memory_manager_policy="Static",
         reserved_memory=(ReservedMemory(0, {"memory": GI}),),
         feature_gates={"SomeGate": True},
+        eviction_hard={"memory.available": "0%"},
     )
     assert m.has_distances
 
@@ -190,10 +194,12 @@ def test_reserved_cpus_empty_string_is_explicit_empty_set() -> None:
     assert load_machine(doc).kubelet.reserved_system_cpus is None
 
 
-def test_policy_names_are_not_checked_here() -> None:
+def test_policy_names_are_checked_as_the_kubelet_checks_them() -> None:
+    # reversed by issue 13: the kubelet refuses to start with an unknown policy name
     doc = full()
     doc["kubelet"]["topologyManagerPolicy"] = "no-such-policy"
-    assert load_machine(doc).kubelet.topology_manager_policy == "no-such-policy"
+    with pytest.raises(InputError, match='unknown policy: "no-such-policy"'):
+        load_machine(doc)
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ kubelet:
   cpuManagerPolicy: static
   reservedSystemCPUs: "0"
   memoryManagerPolicy: Static
+  evictionHard: {memory.available: 1Gi}   # = the reservedMemory total (kubelet start-up check)
   reservedMemory:
     - {numaNode: 0, limits: {memory: 256Mi}}
     - {numaNode: 1, limits: {memory: 256Mi}}

@@ -39,6 +39,8 @@ def machine(policy: str, scope: str = "container", gpus: bool = True, numa: int 
             "topologyManagerPolicy": policy, "topologyManagerScope": scope,
             "cpuManagerPolicy": "static", "reservedSystemCPUs": "0",
             "memoryManagerPolicy": "Static",
+            # the kubelet's start-up check: reservedMemory total == the Node Allocatable reservation
+            "evictionHard": {"memory.available": f"{512 * numa}Mi"},
             "reservedMemory": [{"numaNode": i, "limits": {"memory": "512Mi"}} for i in range(numa)],
         },
     }

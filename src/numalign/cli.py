@@ -78,7 +78,7 @@ def _cmd_admit(args: argparse.Namespace) -> int:
     from numalign.pods import read_pod_files
 
     machine = read_machine_file(args.machine) if args.machine else None
-    pods = read_pod_files(args.pods)
+    pods = read_pod_files(args.pods, require_pods=True)
     with node_session(_state_dir(args), machine, kubelet_state=args.kubelet_state) as node:
         results = [node.admit(pod, explain=args.explain) for pod in pods]
     if args.output == "table":

@@ -9,7 +9,8 @@ Units inside the engine: ``cpu`` in millicores; ``memory``, ``hugepages-<size>``
 
 Manifest parsing (:func:`parse_pods`, :func:`read_pod_files`) accepts a single ``v1`` Pod, a
 ``kind: List`` (or ``PodList``) with ``items``, and multi-document YAML; empty documents are
-skipped. ``apiVersion`` may be omitted; if present it must be ``v1``. What it keeps:
+skipped (a *file* without any pod is an error when the caller asks for pods, as ``admit``
+does). ``apiVersion`` may be omitted; if present it must be ``v1``. What it keeps:
 
 * ``metadata.name`` (required), ``metadata.namespace`` (default ``default``),
   ``metadata.uid`` (default: :func:`default_uid`, ``uuid5(NAMESPACE_URL,
@@ -18,7 +19,23 @@ skipped. ``apiVersion`` may be omitted; if present it must be ``v1``. What it ke
 * ``spec.initContainers`` (``restartPolicy: Always`` makes a sidecar) and ``spec.containers``
   with ``resources.requests`` / ``resources.limits``; a missing request defaults to the limit
   (API defaulting), for every resource;
-* ``spec.topologyPolicy`` (the KEP-693 per-pod policy sketch).
+* the per-pod topology policy of KEP-693: ``spec.topology.policy`` (the KEP's field) or
+  ``spec.topologyPolicy`` (numalign's earlier spelling; both given must agree). Only nodes
+  whose ``topologyManagerPolicy`` is numalign's ``dynamic`` read it; other nodes apply their
+  own policy, as a kubelet does.
+
+**Annotations of other schedulers** (``volcano.sh/numa-topology-policy``,
+``scheduling.koordinator.sh/numa-topology-spec``) likewise count only on ``dynamic`` nodes
+(:mod:`numalign.pod_policy`); on a node with a kubelet policy they change nothing, because the
+kubelet ignores them.
+
+**Strict fields**, like ``kubectl --validate=strict``: at every level numalign parses (the
+document, ``metadata``, ``spec``, each container, ``resources``) a field the v1 API does not
+have is an error naming its path and the nearest known name
+(``spec.containers[0].resource: unknown field (did you mean "resources"?)``); fields the API
+has but numalign does not read (``image``, ``tolerations``, ``status``...) are accepted and
+ignored. ``parse_pods(..., strict=False)`` skips this for objects an API server already
+validated (the scheduler extender's pods).
 
 It applies the API server's validation that matters for alignment: quantities are
 non-negative, requests do not exceed limits, hugepages and extended resources (not
@@ -30,6 +47,7 @@ quantities.
 
 from __future__ import annotations
 
+import difflib
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,7 +92,7 @@ class Pod:
     #: init containers (regular and sidecar) in spec order, then app containers in spec order
     containers: tuple[Container, ...]
     annotations: Mapping[str, str] = field(default_factory=dict)
-    #: KEP-693 ``spec.topologyPolicy`` (per-pod policy), when present
+    #: KEP-693 per-pod policy (``spec.topology.policy`` or ``spec.topologyPolicy``), if any
     topology_policy: str | None = None
 
     @property
@@ -225,6 +243,49 @@ def pod_guaranteed_cpus(pod: Pod) -> int:
 # Manifests
 # --------------------------------------------------------------------------------------------
 
+#: the v1 API's fields at the levels numalign parses (k8s.io/api/core/v1 types.go, 1.35)
+_DOCUMENT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+_LIST_FIELDS = frozenset({"apiVersion", "kind", "metadata", "items"})
+_METADATA_FIELDS = frozenset({
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+    "annotations", "ownerReferences", "finalizers", "managedFields",
+})
+_SPEC_FIELDS = frozenset({
+    "volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy",
+    "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector",
+    "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName",
+    "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "securityContext",
+    "imagePullSecrets", "hostname", "subdomain", "affinity", "schedulerName", "tolerations",
+    "hostAliases", "priorityClassName", "priority", "dnsConfig", "readinessGates",
+    "runtimeClassName", "enableServiceLinks", "preemptionPolicy", "overhead",
+    "topologySpreadConstraints", "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates",
+    "resourceClaims", "resources", "hostnameOverride", "workloadRef",
+    # KEP-693's per-pod policy (its field and numalign's earlier spelling)
+    "topology", "topologyPolicy",
+})
+_CONTAINER_FIELDS = frozenset({
+    "name", "image", "command", "args", "workingDir", "ports", "envFrom", "env", "resources",
+    "resizePolicy", "restartPolicy", "restartPolicyRules", "volumeMounts", "volumeDevices",
+    "livenessProbe", "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
+    "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty",
+})
+_RESOURCES_FIELDS = frozenset({"limits", "requests", "claims"})
+_TOPOLOGY_FIELDS = frozenset({"policy"})
+
+
+def _known(doc: Mapping[str, object], allowed: frozenset[str], path: str, strict: bool) -> None:
+    """kubectl --validate=strict: a field the API does not have at ``path`` is an error."""
+    if not strict:
+        return
+    for key in doc:
+        if key not in allowed:
+            near = difflib.get_close_matches(key, sorted(allowed), n=1)
+            hint = f' (did you mean "{near[0]}"?)' if near else ""
+            where = f"{path}.{key}" if path else key
+            raise InputError(f"unknown field{hint}", where)
+
+
 _POD_KINDS = ("Pod",)
 _LIST_KINDS = ("List", "PodList")
 
@@ -289,9 +350,10 @@ def _resource_list(value: object, field: str) -> dict[str, Fraction]:
 
 
 def _parse_container(
-    raw: object, field: str, kind: ContainerKind
+    raw: object, field: str, kind: ContainerKind, strict: bool = True
 ) -> tuple[Container, dict[str, Fraction], dict[str, Fraction]]:
     doc = _mapping(raw, field)
+    _known(doc, _CONTAINER_FIELDS, field, strict)
     name = _string(doc.get("name"), f"{field}.name")
     assert name is not None
     if kind is not ContainerKind.APP:
@@ -304,6 +366,7 @@ def _parse_container(
                 f"{field}.restartPolicy",
             )
     res = _mapping(doc.get("resources"), f"{field}.resources")
+    _known(res, _RESOURCES_FIELDS, f"{field}.resources", strict)
     requests = _resource_list(res.get("requests"), f"{field}.resources.requests")
     limits = _resource_list(res.get("limits"), f"{field}.resources.limits")
     for rname, lim in limits.items():
@@ -327,8 +390,23 @@ def _parse_container(
     return container, requests, limits
 
 
-def _parse_pod(doc: Mapping[str, object]) -> Pod:
+def _topology_policy(spec: Mapping[str, object], strict: bool) -> str | None:
+    """KEP-693's ``spec.topology.policy`` or numalign's ``spec.topologyPolicy``."""
+    old = _string(spec.get("topologyPolicy"), "spec.topologyPolicy", required=False)
+    topo = _mapping(spec.get("topology"), "spec.topology")
+    _known(topo, _TOPOLOGY_FIELDS, "spec.topology", strict)
+    new = _string(topo.get("policy"), "spec.topology.policy", required=False)
+    if old is not None and new is not None and old != new:
+        raise InputError(
+            f"{new!r} differs from spec.topologyPolicy {old!r} (give one)", "spec.topology.policy"
+        )
+    return new if new is not None else old
+
+
+def _parse_pod(doc: Mapping[str, object], strict: bool = True) -> Pod:
+    _known(doc, _DOCUMENT_FIELDS, "", strict)
     meta = _mapping(doc.get("metadata"), "metadata")
+    _known(meta, _METADATA_FIELDS, "metadata", strict)
     name = _string(meta.get("name"), "metadata.name")
     namespace = _string(meta.get("namespace"), "metadata.namespace", required=False) or "default"
     assert name is not None
@@ -338,9 +416,10 @@ def _parse_pod(doc: Mapping[str, object]) -> Pod:
         annotations[k] = _string(v, f"metadata.annotations.{k}", required=False) or ""
 
     spec = _mapping(doc.get("spec"), "spec")
+    _known(spec, _SPEC_FIELDS, "spec", strict)
     if spec.get("resources") is not None:
         raise InputError("pod-level resources are not supported", "spec.resources")
-    topology_policy = _string(spec.get("topologyPolicy"), "spec.topologyPolicy", required=False)
+    topology_policy = _topology_policy(spec, strict)
 
     parsed: list[tuple[Container, dict[str, Fraction], dict[str, Fraction]]] = []
     seen: set[str] = set()
@@ -353,7 +432,7 @@ def _parse_pod(doc: Mapping[str, object]) -> Pod:
         if key == "containers" and not items:
             raise InputError("a pod needs at least one container", "spec.containers")
         for i, raw in enumerate(items):
-            entry = _parse_container(raw, f"spec.{key}[{i}]", kind)
+            entry = _parse_container(raw, f"spec.{key}[{i}]", kind, strict)
             if entry[0].name in seen:
                 raise InputError(
                     f"duplicate container name {entry[0].name!r}", f"spec.{key}[{i}].name"
@@ -372,7 +451,7 @@ def _parse_pod(doc: Mapping[str, object]) -> Pod:
     )
 
 
-def _parse_document(doc: object, out: list[Pod]) -> None:
+def _parse_document(doc: object, out: list[Pod], strict: bool = True) -> None:
     """Parse one document (a Pod or a List) into ``out``; errors carry field paths."""
     body = _mapping(doc, "document")
     kind = body.get("kind")
@@ -380,6 +459,7 @@ def _parse_document(doc: object, out: list[Pod]) -> None:
     if api is not None and api != "v1":
         raise InputError(f'unsupported apiVersion {api!r}, expected "v1"', "apiVersion")
     if kind in _LIST_KINDS:
+        _known(body, _LIST_FIELDS, "", strict)
         items = body.get("items")
         if items is None:
             items = []
@@ -387,7 +467,7 @@ def _parse_document(doc: object, out: list[Pod]) -> None:
             raise InputError(f"expected a list, got {type(items).__name__}", "items")
         for i, item in enumerate(items):
             try:
-                _parse_document(item, out)
+                _parse_document(item, out, strict)
             except InputError as e:
                 raise e.within(f"items[{i}]") from None
         return
@@ -395,10 +475,10 @@ def _parse_document(doc: object, out: list[Pod]) -> None:
         if kind is None:
             raise InputError("missing required field (expected Pod or List)", "kind")
         raise InputError(f"unsupported kind {kind!r}, expected Pod or List", "kind")
-    out.append(_parse_pod(body))
+    out.append(_parse_pod(body, strict))
 
 
-def parse_pods(documents: object, source: str = "pods") -> list[Pod]:
+def parse_pods(documents: object, source: str = "pods", *, strict: bool = True) -> list[Pod]:
     """Pods from parsed manifest documents.
 
     ``documents`` is one document (a mapping: a Pod or a List) or a sequence of documents
@@ -418,20 +498,26 @@ def parse_pods(documents: object, source: str = "pods") -> list[Pod]:
             continue
         where = f"{source}[{n}]" if several else source
         try:
-            _parse_document(doc, out)
+            _parse_document(doc, out, strict)
         except InputError as e:
             field = f"{where}: {e.field}" if e.field else where
             raise InputError(_one_line(e.problem), _one_line(field)) from None
     return out
 
 
-def read_pod_files(paths: Iterable[str]) -> list[Pod]:
+def read_pod_files(paths: Iterable[str], *, require_pods: bool = False) -> list[Pod]:
     """Pods from YAML/JSON manifest files (multi-document YAML allowed), in file order.
 
     Read errors and YAML syntax errors become one-line :class:`InputError`s naming the file.
-    Duplicate pod keys are not checked here (a replay may submit the same pod twice).
+    With ``require_pods`` a file without any pod (empty, comments only, an empty List) is
+    an error naming it. Duplicate pod keys are not checked here (a replay may submit the
+    same pod twice).
     """
     pods: list[Pod] = []
     for path in paths:
-        pods.extend(parse_pods(read_yaml_documents(path), path))
+        found = parse_pods(read_yaml_documents(path), path)
+        if require_pods and not found:
+            raise InputError("no pod in this file (it is empty or has only empty documents)",
+                             _one_line(path))
+        pods.extend(found)
     return pods

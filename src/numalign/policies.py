@@ -74,6 +74,43 @@ def parse_policy(name: object, field: str = "policy") -> tuple[Policy, Scope | N
         raise InputError(f'unknown policy: "{name}"', field) from None
 
 
+#: the names ``topologyManagerPolicy`` accepts in a KubeletConfiguration (kubelet
+#: ``pkg/kubelet/apis/config/validation``); numalign adds ``dynamic`` (KEP-693), an explicit
+#: extension. ``""`` is an unset field: the kubelet defaults it to ``none``.
+KUBELET_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+DYNAMIC = "dynamic"
+
+
+def check_kubelet_policy(name: str, field: str = "kubelet.topologyManagerPolicy") -> str:
+    """A KubeletConfiguration's policy name, exactly as the kubelet accepts it (or ``dynamic``,
+    numalign's KEP-693 extension); the other spellings (NRT's ``SingleNUMANodePodLevel``,
+    Koordinator's ``Restricted``) are refused with the kubelet's message."""
+    if name == "":
+        return "none"
+    if name in KUBELET_POLICIES or name == DYNAMIC:
+        return name
+    allowed = " ".join(f'"{p}"' for p in KUBELET_POLICIES)
+    raise InputError(
+        f'unknown policy: "{name}" (invalid configuration: topologyManagerPolicy '
+        f"(--topology-manager-policy) must be one of: [{allowed}]; numalign adds "
+        f'"{DYNAMIC}", KEP-693)',
+        field,
+    )
+
+
+def check_kubelet_scope(name: str, field: str = "kubelet.topologyManagerScope") -> str:
+    """A KubeletConfiguration's scope name, as the kubelet accepts it (``""`` = ``container``)."""
+    if name == "":
+        return "container"
+    if name in (Scope.CONTAINER, Scope.POD):
+        return name
+    raise InputError(
+        f'unknown scope: "{name}" (invalid configuration: topologyManagerScope '
+        '(--topology-manager-scope) must be one of: "container", or "pod")',
+        field,
+    )
+
+
 def parse_scope(name: object, field: str = "scope") -> Scope:
     if not isinstance(name, str) or name not in (Scope.CONTAINER, Scope.POD):
         raise InputError(f'unknown scope: "{name}"', field)
@@ -83,6 +120,36 @@ def parse_scope(name: object, field: str = "scope") -> Scope:
 PREFER_CLOSEST = "prefer-closest-numa-nodes"
 MAX_ALLOWABLE = "max-allowable-numa-nodes"
 DEFAULT_MAX_NUMA_NODES = 8
+
+#: option maturity (kubelet ``policy_options.go``, newest upstream: both options GA). Alpha
+#: options need the feature gate :data:`ALPHA_GATE` (default off), beta ones
+#: :data:`BETA_GATE` (default on), stable ones nothing. Older kubelets had
+#: {alpha: max-allowable, beta: prefer-closest}; a test patches these sets the way upstream's
+#: ``TestPolicyOptionsAvailable`` does.
+ALPHA_OPTIONS: set[str] = set()
+BETA_OPTIONS: set[str] = set()
+STABLE_OPTIONS: set[str] = {PREFER_CLOSEST, MAX_ALLOWABLE}
+ALPHA_GATE = "TopologyManagerPolicyAlphaOptions"
+BETA_GATE = "TopologyManagerPolicyBetaOptions"
+#: feature gate defaults (kubelet ``pkg/features``)
+GATE_DEFAULTS: Mapping[str, bool] = {ALPHA_GATE: False, BETA_GATE: True}
+
+
+def check_option_available(name: str, gates: Mapping[str, bool] | None = None) -> None:
+    """kubelet ``CheckPolicyOptionAvailable``: the option exists and its gate is on."""
+    on = {**GATE_DEFAULTS, **(gates or {})}
+    if name not in ALPHA_OPTIONS | BETA_OPTIONS | STABLE_OPTIONS:
+        raise InputError(f'unknown Topology Manager Policy option: "{name}"')
+    if name in ALPHA_OPTIONS and not on[ALPHA_GATE]:
+        raise InputError(
+            f'Topology Manager Policy Alpha-level Options not enabled, but option "{name}" '
+            f"provided (set featureGates {ALPHA_GATE}: true)"
+        )
+    if name in BETA_OPTIONS and not on[BETA_GATE]:
+        raise InputError(
+            f'Topology Manager Policy Beta-level Options not enabled, but option "{name}" '
+            f"provided (featureGates {BETA_GATE} is false)"
+        )
 
 @dataclass(frozen=True)
 class PolicyOptions:
@@ -100,8 +167,13 @@ def parse_bool(value: object, name: str) -> bool:
         raise InputError(f'bad value for option "{name}": {e}') from None
 
 
-def parse_options(raw: Mapping[str, object] | None, field: str = "options") -> PolicyOptions:
-    """Validate policy options as the kubelet's ``NewPolicyOptions`` does."""
+def parse_options(
+    raw: Mapping[str, object] | None,
+    field: str = "options",
+    gates: Mapping[str, bool] | None = None,
+) -> PolicyOptions:
+    """Validate policy options as the kubelet's ``NewPolicyOptions`` does (names, feature
+    ``gates``, values)."""
     if raw is None:
         return PolicyOptions()
     if not isinstance(raw, Mapping):
@@ -110,6 +182,7 @@ def parse_options(raw: Mapping[str, object] | None, field: str = "options") -> P
     max_nodes = DEFAULT_MAX_NUMA_NODES
     for name, value in raw.items():
         try:
+            check_option_available(name, gates)
             if name == PREFER_CLOSEST:
                 prefer = parse_bool(value, name)
             elif name == MAX_ALLOWABLE:

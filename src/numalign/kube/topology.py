@@ -62,6 +62,12 @@ ATTR_ASSIGNED_CPUS = "numalign.io/assignedCpus"
 ATTR_MEMORY_GROUP = "numalign.io/memoryNumaGroup"
 ATTR_MEMORY_ASSIGNMENTS = "numalign.io/memoryAssignments"
 ATTR_FINGERPRINT = "nodeTopologyPodsFingerprint"
+#: node-level requests of the admitted pods together ("cpu=2000,memory=1073741824") and their
+#: count, for the kubelet's predicate admission (issue 13); absent in NRTs of other producers
+ATTR_NODE_REQUESTED = "numalign.io/nodeRequested"
+ATTR_NODE_PODS = "numalign.io/nodePods"
+#: the node status' allocatable the predicate admission compares against ("cpu=63000,...")
+ATTR_NODE_ALLOCATABLE = "numalign.io/nodeAllocatable"
 ATTR_FINGERPRINT_METHOD = "nodeTopologyPodsFingerprintMethod"
 ANNOTATION_FINGERPRINT = "topology.node.k8s.io/fingerprint"
 #: numalign's own fingerprint format (NOT the podfingerprint library's ``pfp0v001...``)
@@ -145,6 +151,11 @@ def build_nrt(node: Node, pod_keys: Iterable[str] | None = None, name: str | Non
     if k.cpu_manager_policy == CPU_STATIC and node.reserved_cpus:
         attrs.append({"name": ATTR_RESERVED_CPUS, "value": format_cpulist(node.reserved_cpus)})
     attrs.append({"name": ATTR_MEMORY_POLICY, "value": k.memory_manager_policy})
+    requested, count = node.requested()
+    attrs.append({"name": ATTR_NODE_REQUESTED,
+                  "value": _amounts_text(requested)})
+    attrs.append({"name": ATTR_NODE_PODS, "value": str(count)})
+    attrs.append({"name": ATTR_NODE_ALLOCATABLE, "value": _amounts_text(node.allocatable)})
     attrs.append({"name": ATTR_FINGERPRINT, "value": fp})
     attrs.append({"name": ATTR_FINGERPRINT_METHOD, "value": FINGERPRINT_METHOD})
     doc["metadata"]["annotations"] = {ANNOTATION_FINGERPRINT: fp}
@@ -250,7 +261,38 @@ def engine_from_nrt(obj: object) -> Node:
     machine = replace(machine, devices=tuple(devices), kubelet=kubelet)
     node = Node(machine)
     node.state = apply_observed(node, _observed(amounts, zone_attrs), NRT_USAGE_UID)
+    _node_requested(node, attrs)
     return node
+
+
+def _amounts_text(amounts: Mapping[str, int]) -> str:
+    return ",".join(f"{r}={v}" for r, v in sorted(amounts.items()))
+
+
+def _amounts(raw: str, where: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in filter(None, raw.split(",")):
+        name, _, value = item.partition("=")
+        if not name or not value.isdigit() or len(value) > 30:
+            raise InputError(f"expected name=amount, got {item!r}", where)
+        out[name] = int(value)
+    return out
+
+
+def _node_requested(node: Node, attrs: Mapping[str, str]) -> None:
+    """numalign's node allocatable, node-level requests and pod count, for the engine's
+    predicate admission (other producers' NRTs lack them: the machine's own figures stay)."""
+    if ATTR_NODE_ALLOCATABLE in attrs:
+        node.allocatable = _amounts(attrs[ATTR_NODE_ALLOCATABLE],
+                                    f"attributes.{ATTR_NODE_ALLOCATABLE}")
+    raw, count = attrs.get(ATTR_NODE_REQUESTED), attrs.get(ATTR_NODE_PODS)
+    if raw is None or count is None:
+        return
+    requested = _amounts(raw, f"attributes.{ATTR_NODE_REQUESTED}")
+    if not count.isdigit() or len(count) > 9:
+        raise InputError(f"expected a pod count, got {count!r}", f"attributes.{ATTR_NODE_PODS}")
+    node.external_requests = requested
+    node.external_pods = max(0, int(count) - len(node.state.pods))
 
 
 def _observed(

@@ -1,7 +1,14 @@
 """Admission of a run's pod through the node engine, under the shared state's lock.
 
-No alignment logic here: :meth:`numalign.node.admission.Node.admit` decides. Before every
-try, runs whose launcher is gone are reclaimed (:func:`numalign.launcher.runs.reclaim`).
+No alignment logic here: :meth:`numalign.node.admission.Node.admit` decides - the kubelet's
+predicate admission first (``OutOfcpu``: the request does not fit the machine's allocatable
+next to the runs already there), then the Topology Manager. Before every try, runs whose
+launcher is gone are reclaimed (:func:`numalign.launcher.runs.reclaim`).
+
+A rejection says the kubelet's reason and message, then the cause in words
+(:func:`rejection_cause`): what the machine has and what is reserved, which runs hold the
+rest (``see numalign ps``), or which policy refused a placement (``try --policy
+best-effort``).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from numalign.launcher.runs import read_runs, reclaim, write_runs
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
-    from numalign.node.admission import PodResult
+    from numalign.node.admission import Node, PodResult
     from numalign.pods import Pod
 
 #: called once when a waiting admission first does not fit: ``on_wait(reason, message)``
@@ -31,6 +38,41 @@ class LaunchRejected(NumalignError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
+
+
+def rejection_cause(result: PodResult, node: Node, runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """Why ``result`` was refused, in words (empty when there is nothing to add)."""
+    from numalign.cpulist import format_cpulist
+    from numalign.quantity import format_amount, format_bytes_human
+
+    parts: list[str] = []
+    reason = result.reason or ""
+    if reason.startswith("OutOf"):
+        res = reason.removeprefix("OutOf")
+        have = node.allocatable.get(res, 0)
+        if res == "cpu":
+            reserved = node.reserved_cpus
+            text = f"the machine has {have / 1000:g} allocatable CPUs"
+            if reserved:
+                text += (f" (CPU{'s' if len(reserved) > 1 else ''} {format_cpulist(reserved)} "
+                         f"{'are' if len(reserved) > 1 else 'is'} reserved)")
+            parts.append(text)
+        elif res == "memory":
+            parts.append(f"the machine has {format_bytes_human(have)} of allocatable memory")
+        elif res == "pods":
+            parts.append(f"the machine admits at most {have} pods (maxPods)")
+        else:
+            parts.append(f"the machine has {format_amount(res, have)} {res}")
+    elif reason == "TopologyAffinityError" and result.policy in ("restricted", "single-numa-node"):
+        parts.append(f"the {result.policy} policy allows no placement of this request now; "
+                     "try --policy best-effort")
+    holders = [(key, rec.get("pid")) for key, rec in sorted(runs.items())
+               if any(p.key == key for p in node.state.pods.values())]
+    if holders:
+        named = ", ".join(f"run {pid}" if pid else key for key, pid in holders[:3])
+        more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
+        parts.append(f"held by {named}{more}, see numalign ps")
+    return "; ".join(parts)
 
 
 def _never_fits(machine: Machine, pod: Pod) -> PodResult | None:
@@ -70,6 +112,7 @@ def admit(
     delay = 0.05
     told = False
     reclaimed: list[str] = []
+    cause = ""
     while True:
         with node_session(state_dir, machine, write=not dry) as node:
             runs = read_runs(state_dir) if state_dir is not None else {}
@@ -77,6 +120,8 @@ def admit(
             reclaimed += reclaim(node, runs)
             actor = node if bind_memory else Node(without_memory(machine), node.state)
             result = actor.admit(pod, explain=explain)
+            if not result.admitted:
+                cause = rejection_cause(result, actor, runs)
             node.state = actor.state
             if result.admitted and record is not None:
                 runs[pod.key] = dict(record)
@@ -85,6 +130,8 @@ def admit(
         if result.admitted or dry:
             return result, reclaimed  # a dry run shows a rejection with its explanation
         reason, message = result.reason or "Rejected", result.message or ""
+        if cause:
+            message = f"{message} ({cause})"
         if not wait:
             raise LaunchRejected(reason, message)
         never = _never_fits(machine if bind_memory else without_memory(machine), pod)

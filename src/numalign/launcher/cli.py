@@ -46,8 +46,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hugepages-2Mi", dest="hugepages_2mi", metavar="Q", help="2Mi hugepages (bytes)")
     p.add_argument("--gpus", type=int, default=0, help="GPUs (the machine's GPU resource)")
     p.add_argument("--device", action="append", metavar="RES=N", help="devices of a resource (repeatable)")
-    p.add_argument("--policy", default=DEFAULT_POLICY,
-                   help="topology manager policy (default restricted)")
+    p.add_argument("--policy", default=None,
+                   help=f"topology manager policy (default: the machine spec's, else {DEFAULT_POLICY})")
     p.add_argument("--reserved-cpus", help="CPUs kept for the system (default: the core of CPU 0)")
     p.add_argument("--state-dir", help="shared allocation state (default /run/numalign as root, "
                    "else $XDG_RUNTIME_DIR/numalign, else /tmp/numalign-$UID)")
@@ -59,6 +59,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", action="store_true", help="wait until the request fits")
     p.add_argument("--timeout", type=float, help="with --wait: give up after S seconds")
     p.add_argument("--no-pin", action="store_true", help="allocate but do not pin the process")
+    p.add_argument("--allow-unpinned", action="store_true",
+                   help="run even when the process cannot be pinned or bound as planned "
+                        "(default: exit 1 and say why)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ARGS", help="the command")
 
 
@@ -110,7 +113,8 @@ def run_command(args: argparse.Namespace) -> int:
     source = load_source(args.machine, args.sysfs_root)
     reserved = parse_cpulist(args.reserved_cpus, "--reserved-cpus") if args.reserved_cpus else None
     with _as_flags():
-        machine = launcher_machine(source.machine, args.policy, reserved)
+        machine = launcher_machine(source.machine, args.policy, reserved,
+                                   from_spec=bool(args.machine))
         request = LaunchRequest.from_values(
             command, cpus=args.cpus, memory=args.memory, gpus=args.gpus, devices=args.device or (),
             hugepages={"hugepages-1Gi": args.hugepages_1gi, "hugepages-2Mi": args.hugepages_2mi})
@@ -135,9 +139,13 @@ def run_command(args: argparse.Namespace) -> int:
         return 1
     try:
         plan = make_plan(result, machine, request, state_dir, pin=not args.no_pin)
-        for note in plan.notes:
-            if note.startswith(_WARN):
-                _say(f"warning: {note}")
+        problems = [note for note in plan.notes if note.startswith(_WARN)]
+        if problems and not args.allow_unpinned:
+            _say(f"cannot pin as planned: {'; '.join(problems)} (nothing started; "
+                 "--allow-unpinned runs it anyway, --no-pin runs it without pinning)")
+            return 1
+        for note in problems:
+            _say(f"warning: {note}")
         return start(plan, command, pod.name)
     finally:
         try:

@@ -21,6 +21,15 @@ managers' state):
   refuse forever; scope ``container`` (one container); ``max-allowable-numa-nodes`` raised to
   the machine's node count when above 8;
 * CPU and topology *options* of a machine spec are kept.
+
+**A machine spec's kubelet section is honoured** (``run -m SPEC``, ``from_spec``): when the
+spec has one, its ``topologyManagerPolicy`` and ``topologyManagerScope`` replace the
+launcher's defaults (an explicit ``--policy`` still wins), its ``reservedSystemCPUs`` replace
+the default reserved core (an explicit ``--reserved-cpus`` still wins), and its
+``reservedMemory``, ``systemReserved``/``kubeReserved``, ``evictionHard``, ``maxPods`` and
+feature gates stay. The CPU manager is always ``static`` (pinning exclusive CPUs is the point
+of the launcher); a spec that asks for ``cpuManagerPolicy: none`` is refused (exit 2) rather
+than silently changed.
 """
 
 from __future__ import annotations
@@ -74,16 +83,29 @@ def default_reserved_cpus(machine: Machine) -> frozenset[int]:
 
 
 def launcher_machine(
-    machine: Machine, policy: str = DEFAULT_POLICY, reserved_cpus: frozenset[int] | None = None,
-    *, memory: bool = True,
+    machine: Machine, policy: str | None = None, reserved_cpus: frozenset[int] | None = None,
+    *, memory: bool = True, from_spec: bool = False,
 ) -> Machine:
     """``machine`` with the launcher's kubelet configuration (see the module docstring);
-    ``memory`` = False gives ``memoryManagerPolicy: None`` (a request without memory)."""
-    from numalign.machine.model import ReservedMemory
+    ``memory`` = False gives ``memoryManagerPolicy: None`` (a request without memory);
+    ``from_spec``: ``machine`` comes from a machine spec whose kubelet section is honoured."""
+    from numalign.machine.model import KubeletConfig, ReservedMemory
     from numalign.policies import DEFAULT_MAX_NUMA_NODES, MAX_ALLOWABLE, parse_policy
 
-    parse_policy(policy, "policy")
     kc = machine.kubelet
+    honour = from_spec and kc != KubeletConfig()
+    scope = "container"
+    if honour:
+        if kc.cpu_manager_policy != "static":
+            raise InputError(
+                f'the launcher pins exclusive CPUs, which needs cpuManagerPolicy "static", but '
+                f'the machine spec says "{kc.cpu_manager_policy}"', "kubelet.cpuManagerPolicy")
+        if policy is None:
+            policy, scope = kc.topology_manager_policy, kc.topology_manager_scope
+        if reserved_cpus is None:
+            reserved_cpus = kc.reserved_system_cpus
+    policy = policy or DEFAULT_POLICY
+    parse_policy(policy, "policy")
     options = dict(kc.topology_manager_policy_options)
     nodes = len(machine.numa_nodes)
     if nodes > DEFAULT_MAX_NUMA_NODES:
@@ -101,7 +123,7 @@ def launcher_machine(
     return replace(machine, kubelet=replace(
         kc,
         topology_manager_policy=policy,
-        topology_manager_scope="container",
+        topology_manager_scope=scope,
         topology_manager_policy_options=options,
         cpu_manager_policy="static",
         reserved_system_cpus=reserved_cpus or default_reserved_cpus(machine),

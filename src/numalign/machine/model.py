@@ -73,6 +73,11 @@ class KubeletConfig:
     memory_manager_policy: str = "None"
     reserved_memory: tuple[ReservedMemory, ...] = ()
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    #: ``evictionHard`` signal -> threshold (``memory.available: 100Mi``); None = the kubelet's
+    #: default (on Linux ``memory.available<100Mi`` and disk signals that numalign ignores)
+    eviction_hard: Mapping[str, str] | None = None
+    #: ``maxPods``: how many pods the node admits (the kubelet's default 110)
+    max_pods: int = 110
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,31 @@ of their page size, CPUs and devices on NUMA nodes that do not exist, reserved C
 do not exist, the threads of one core
 on different NUMA nodes, distances incomplete on some node when any node has them, bad
 cpulists and quantities. In ``kubelet`` unknown fields are ignored (a whole
-KubeletConfiguration may be pasted) and known ones are type-checked; policy names are
-checked by :mod:`numalign.policies`, not here.
+KubeletConfiguration may be pasted) and known ones are checked as the kubelet checks them
+when it starts, with its messages:
+
+* ``topologyManagerPolicy``: ``none``, ``best-effort``, ``restricted``, ``single-numa-node``
+  (the kubelet's names; ``""`` is unset = ``none``) or numalign's ``dynamic`` (KEP-693,
+  an explicit extension). Other spellings numalign reads elsewhere (NRT's
+  ``SingleNUMANodePodLevel``, Koordinator's ``Restricted``) are refused here;
+* ``topologyManagerScope``: ``container`` or ``pod`` (``""`` = ``container``);
+* ``topologyManagerPolicyOptions``: known options whose maturity's feature gate is on
+  (``featureGates: {TopologyManagerPolicyAlphaOptions: true}`` for alpha ones; beta ones are on
+  unless ``TopologyManagerPolicyBetaOptions: false``), see :mod:`numalign.policies`;
+* ``evictionHard``: known signals, positive quantities or percentages (unset = the
+  kubelet's default ``memory.available: 100Mi``); only ``memory.available`` changes anything
+  (Node Allocatable memory);
+* ``maxPods`` (default 110): the node's pod count limit (predicate admission);
+* ``reservedMemory``: limits of ``memory`` or ``hugepages-<size>``, non-zero; with
+  ``memoryManagerPolicy: Static`` their totals must equal systemReserved + kubeReserved +
+  evictionHard ``memory.available`` per type (the memory manager refuses to start otherwise:
+  ``the total amount "1Gi" of type "memory" is not equal to the value "1124Mi" determined by
+  Node Allocatable feature``), see :mod:`numalign.machine.allocatable`.
+
+Size caps (documented limits, so no spec can take minutes or gigabytes): at most
+:data:`MAX_CPUS` (65536) logical CPUs from a ``shape``, at most :data:`MAX_DEVICES` (65536)
+devices, counts in a ``shape`` at most 4096 each; CPU ids in cpulists at most 65535
+(:mod:`numalign.cpulist`), NUMA node ids at most 1023.
 
 Input ``core`` values may be per socket (Linux ``core_id``): CPUs are grouped into cores by
 ``(socket, core)`` and every core gets the kubelet's machine-wide id, the lowest CPU id of
@@ -82,13 +105,17 @@ import yaml
 from numalign.bitmask import MAX_NUMA_ID
 from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
+from numalign.machine.allocatable import parse_eviction_hard, validate_reserved_memory
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
 from numalign.pods import _one_line
+from numalign.policies import check_kubelet_policy, check_kubelet_scope, parse_options
 from numalign.quantity import (
     CPU,
     HUGEPAGES_PREFIX,
+    MEMORY,
     cpu_millis,
     format_cpu_millis,
+    is_hugepages_resource,
     parse_quantity,
     quantity_int,
 )
@@ -117,6 +144,10 @@ _SHAPE_KEYS = (
 )
 _DISTANCE_KEYS = ("local", "sameSocket", "remote")
 _MAX_SHAPE = 4096  # a sanity bound for shape counts (sockets, cores...)
+#: at most this many logical CPUs from a shape (sockets x NUMA x cores x threads)
+MAX_CPUS = 65536
+#: at most this many devices in a spec (shape and device lists together)
+MAX_DEVICES = 65536
 
 # --------------------------------------------------------------------------------------------
 # small typed accessors; every one names the field in its error
@@ -369,6 +400,11 @@ def _expand_per_numa(
     healthy: bool,
     nodes: Mapping[int, NumaNode],
 ) -> list[Device]:
+    if per_numa * len(nodes) > MAX_DEVICES:
+        raise InputError(
+            f"{per_numa} {resource} per NUMA node x {len(nodes)} nodes is more than the "
+            f"{MAX_DEVICES} devices a spec may describe"
+        )
     out: list[Device] = []
     for node in sorted(nodes):
         for _ in range(per_numa):
@@ -478,6 +514,10 @@ def _load_kubelet(raw: object, nodes: Mapping[int, NumaNode]) -> KubeletConfig:
     ):
         if doc.get(key) is not None:
             kw[attr] = _str(doc[key], f"kubelet.{key}")
+    if "topology_manager_policy" in kw:
+        kw["topology_manager_policy"] = check_kubelet_policy(kw["topology_manager_policy"])
+    if "topology_manager_scope" in kw:
+        kw["topology_manager_scope"] = check_kubelet_scope(kw["topology_manager_scope"])
     for key, attr in (
         ("topologyManagerPolicyOptions", "topology_manager_policy_options"),
         ("cpuManagerPolicyOptions", "cpu_manager_policy_options"),
@@ -503,7 +543,16 @@ def _load_kubelet(raw: object, nodes: Mapping[int, NumaNode]) -> KubeletConfig:
             seen.add(node)
             limits: dict[str, int] = {}
             for res, v in _mapping(_required(entry, "limits", path), f"{path}.limits").items():
-                limits[res] = _bytes(v, f"{path}.limits.{res}")
+                lpath = f"{path}.limits.{res}"
+                if res != MEMORY and not is_hugepages_resource(res):
+                    raise InputError(
+                        f'invalid configuration: the limit type "{res}" for NUMA node {node} is '
+                        'not supported, only [memory hugepages-<HugePageSize>] is accepted', lpath)
+                limits[res] = _bytes(v, lpath)
+                if limits[res] == 0:
+                    raise InputError(
+                        f"invalid configuration: reserved memory may not be zero for NUMA node "
+                        f'{node} and resource "{res}"', lpath)
             entries.append(ReservedMemory(numa_node=node, limits=limits))
         kw["reserved_memory"] = tuple(entries)
     if doc.get("featureGates") is not None:
@@ -511,6 +560,18 @@ def _load_kubelet(raw: object, nodes: Mapping[int, NumaNode]) -> KubeletConfig:
         for key, v in _mapping(doc["featureGates"], "kubelet.featureGates").items():
             gates[key] = _bool(v, f"kubelet.featureGates.{key}")
         kw["feature_gates"] = gates
+    if doc.get("evictionHard") is not None:
+        eviction: dict[str, str] = {}
+        for key, v in _mapping(doc["evictionHard"], "kubelet.evictionHard").items():
+            eviction[key] = _str(v, f"kubelet.evictionHard.{key}").strip()
+        parse_eviction_hard(eviction)
+        kw["eviction_hard"] = eviction
+    if doc.get("maxPods") is not None:
+        kw["max_pods"] = _int(doc["maxPods"], "kubelet.maxPods", maximum=1 << 31)
+    parse_options(
+        kw.get("topology_manager_policy_options", {}), "kubelet.topologyManagerPolicyOptions",
+        kw.get("feature_gates", {}),
+    )
     return KubeletConfig(**kw)
 
 
@@ -527,6 +588,13 @@ def _shape(raw: object) -> tuple[dict[int, NumaNode], tuple[Cpu, ...], list[Devi
     numa_per_socket = count("numaPerSocket", 1)
     cores_per_numa = count("coresPerNuma", 4)
     threads = count("threadsPerCore", 1)
+    total = sockets * numa_per_socket * cores_per_numa * threads
+    if total > MAX_CPUS:
+        raise InputError(
+            f"{sockets} sockets x {numa_per_socket} NUMA nodes x {cores_per_numa} cores x "
+            f"{threads} threads = {total} CPUs, more than the {MAX_CPUS} a spec may describe",
+            "shape",
+        )
     if sockets * numa_per_socket - 1 > MAX_NUMA_ID:
         raise InputError(f"at most {MAX_NUMA_ID + 1} NUMA nodes", "shape.numaPerSocket")
     memory = _bytes(doc.get("memoryPerNuma", "64Gi"), "shape.memoryPerNuma")
@@ -612,7 +680,11 @@ def _load(data: object, source: str) -> Machine:
     else:
         nodes = _load_nodes(_required(doc, "numaNodes", ""))
         cpus = _load_cpus(_required(doc, "cpus", ""), nodes)
+    if sum(len(d) for _, d in implicit) > MAX_DEVICES:
+        raise InputError(f"more than {MAX_DEVICES} devices", "shape")
     devices = _load_devices(doc.get("devices"), nodes, implicit)
+    if len(devices) > MAX_DEVICES:
+        raise InputError(f"more than {MAX_DEVICES} devices", "devices")
     kubelet = _load_kubelet(doc.get("kubelet"), nodes)
     if kubelet.reserved_system_cpus:
         unknown = kubelet.reserved_system_cpus - {c.id for c in cpus}
@@ -620,13 +692,15 @@ def _load(data: object, source: str) -> Machine:
             raise InputError(
                 f"CPUs {format_cpulist(unknown)} are not in cpus", "kubelet.reservedSystemCPUs"
             )
-    return Machine(
+    machine = Machine(
         name=name,
         numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
         cpus=cpus,
         devices=devices,
         kubelet=kubelet,
     )
+    validate_reserved_memory(machine)
+    return machine
 
 
 def load_machine(data: object, source: str = "machine") -> Machine:
@@ -680,6 +754,10 @@ def _dump_kubelet(k: KubeletConfig) -> dict[str, Any]:
         for e in k.reserved_memory
     ]
     out["featureGates"] = dict(k.feature_gates)
+    if k.eviction_hard is not None:
+        out["evictionHard"] = dict(k.eviction_hard)
+    if k.max_pods != KubeletConfig.max_pods:
+        out["maxPods"] = k.max_pods
     return out
 
 

@@ -6,6 +6,10 @@ the copy replaces the state only if every container of the pod was admitted and 
 (The kubelet keeps the allocations of a rejected pod's earlier containers until its managers'
 stale-state cleanup runs; numalign never leaks them.)
 
+Before the Topology Manager, the kubelet's predicate admission (:mod:`numalign.node.predicates`)
+checks that the pod fits the node at all (pod count, cpu, memory, hugepages, devices against
+node allocatable and the requests of the pods already admitted): ``OutOfcpu`` and friends.
+
 Provider order is the kubelet's: device manager, CPU manager, memory manager.
 """
 
@@ -13,15 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from numalign.bitmask import ids_of
 from numalign.errors import AdmissionError, InputError
+from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
+from numalign.node.predicates import fits
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.node.usage import container_usage
 from numalign.pod_policy import pod_policy
-from numalign.pods import Pod
+from numalign.pods import Pod, effective_pod_requests
 from numalign.policies import (
     Policy,
     Scope,
@@ -84,7 +91,8 @@ class Node:
         kc = machine.kubelet
         self.dynamic = kc.topology_manager_policy == DYNAMIC
         self.options = parse_options(
-            dict(kc.topology_manager_policy_options), "kubelet.topologyManagerPolicyOptions"
+            dict(kc.topology_manager_policy_options), "kubelet.topologyManagerPolicyOptions",
+            kc.feature_gates,
         )
         if self.dynamic:
             self.node_policy, implied = Policy.NONE, None
@@ -99,6 +107,12 @@ class Node:
         self._policies: dict[Policy, TopologyPolicy] = {}
         self._policy(self.node_policy)
         self._reserved: frozenset[int] | None = None
+        #: node allocatable per resource (the kubelet's node status), for predicate admission
+        self.allocatable = node_allocatable(machine)
+        #: node-level requests and pod count of pods this engine knows only as totals (an
+        #: NRT's ``numalign.io/nodeRequested``), added to the state's pods in predicate admission
+        self.external_requests: dict[str, int] = {}
+        self.external_pods = 0
         #: what happened on the way (a reconcile's kept and dropped pods), for the CLI to show
         self.notes: list[str] = []
         self.state = state if state is not None else NodeState.empty(machine)
@@ -171,6 +185,12 @@ class Node:
         if pod.uid in self.state.pods or any(p.key == pod.key for p in self.state.pods.values()):
             return PodResult(pod, False, "UnexpectedAdmissionError",
                              f"pod {pod.key} is already admitted on this node", policy=pol, scope=sc), None
+        requests = {r: v for r, v in effective_pod_requests(pod).items() if v > 0}
+        used, count = self.requested()
+        short = fits(self.allocatable, requests, used, count)
+        if short:
+            return PodResult(pod, False, short[0].reason, short[0].message, policy=pol,
+                             scope=sc), None
         work = self.state.copy()
         try:
             decisions = admit(policy, scope, self.providers(work), pod)
@@ -184,8 +204,28 @@ class Node:
             pod.uid, pod.key, pol, sc,
             tuple(ContainerRecord(r.name, None if r.affinity is None else tuple(ids_of(r.affinity)),
                                   r.preferred) for r in results),
+            requests=requests,
         )
         return PodResult(pod, True, None, None, policy=pol, scope=sc, containers=results), work
+
+    def _admitted_requests(self) -> list[Mapping[str, int]]:
+        """The requests of every admitted pod (one entry per pod) plus the external totals."""
+        out: list[Mapping[str, int]] = [p.requests for p in self.state.pods.values()]
+        if self.external_pods > 0:
+            out.append(self.external_requests)
+            out.extend({} for _ in range(self.external_pods - 1))
+        elif self.external_requests:
+            out.append(self.external_requests)  # totals only: counted, but not as a pod
+        return out
+
+    def requested(self) -> tuple[dict[str, int], int]:
+        """Node-level requests of every admitted pod together, and how many pods there are
+        (kube-scheduler's ``NodeInfo.Requested`` and pod count)."""
+        total: dict[str, int] = {}
+        for r in self._admitted_requests():
+            for name, v in r.items():
+                total[name] = total.get(name, 0) + v
+        return total, len(self.state.pods) + self.external_pods
 
     def commit(self, planned: NodeState) -> None:
         """Adopt a state returned by :meth:`plan` (made on the current state)."""

@@ -73,6 +73,9 @@ class PodRecord:
     containers: tuple[ContainerRecord, ...] = ()
     #: usage learnt from outside numalign (an NRT, a kubelet checkpoint), not an admission
     observed: bool = False
+    #: the pod's effective requests (cpu in millicores, bytes, counts; non-zero only), what the
+    #: kubelet's predicate admission counts as used; {} in states written before it was kept
+    requests: Mapping[str, int] = field(default_factory=dict)
 
     def container(self, name: str) -> ContainerRecord | None:
         return next((c for c in self.containers if c.name == name), None)
@@ -86,6 +89,8 @@ class PodRecord:
         }
         if self.observed:
             out["observed"] = True
+        if self.requests:
+            out["requests"] = dict(sorted(self.requests.items()))
         return out
 
     @staticmethod
@@ -107,7 +112,18 @@ class PodRecord:
         observed = d.get("observed", False)
         if not isinstance(observed, bool):
             raise InputError("expected true or false", f"{where}.observed")
-        return PodRecord(uid, fields["key"], fields["policy"], fields["scope"], containers, observed)
+        raw_requests = d.get("requests", {})
+        if not isinstance(raw_requests, Mapping):
+            raise InputError("expected an object", f"{where}.requests")
+        requests: dict[str, int] = {}
+        for name, amount in raw_requests.items():
+            if (not isinstance(name, str) or isinstance(amount, bool) or not isinstance(amount, int)
+                    or amount < 0):
+                raise InputError("expected resource name -> non-negative integer",
+                                 f"{where}.requests")
+            requests[name] = amount
+        return PodRecord(uid, fields["key"], fields["policy"], fields["scope"], containers, observed,
+                         requests)
 
 
 @dataclass

@@ -1,0 +1,116 @@
+"""Kubelet start-up validation of a machine spec's kubelet section, and size caps (issue 13)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from numalign import policies
+from numalign.errors import InputError
+from numalign.machine.spec import load_machine
+from numalign.node.admission import Node
+
+
+def _spec(**kubelet: Any) -> dict[str, Any]:
+    return {"name": "m", "shape": {"sockets": 2, "coresPerNuma": 4, "memoryPerNuma": "8Gi",
+                                   "hugepages2MiPerNuma": "1Gi"}, "kubelet": kubelet}
+
+
+def _error(doc: dict[str, Any]) -> str:
+    with pytest.raises(InputError) as e:
+        load_machine(doc, "m.yaml")
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+@pytest.mark.parametrize("name", ["SingleNUMANodePodLevel", "Restricted", "BestEffort",
+                                  "pod-level-single-numa-node", "fastest", "None"])
+def test_policy_spellings_the_kubelet_refuses(name: str) -> None:
+    msg = _error(_spec(topologyManagerPolicy=name))
+    assert msg.startswith(f'm.yaml: kubelet.topologyManagerPolicy: unknown policy: "{name}"')
+    assert '"none" "best-effort" "restricted" "single-numa-node"' in msg
+
+
+@pytest.mark.parametrize("name", ["none", "best-effort", "restricted", "single-numa-node", "dynamic"])
+def test_kubelet_policy_names_and_dynamic_are_accepted(name: str) -> None:
+    assert load_machine(_spec(topologyManagerPolicy=name)).kubelet.topology_manager_policy == name
+
+
+def test_empty_policy_and_scope_are_the_kubelet_defaults() -> None:
+    kc = load_machine(_spec(topologyManagerPolicy="", topologyManagerScope="")).kubelet
+    assert (kc.topology_manager_policy, kc.topology_manager_scope) == ("none", "container")
+    # "" did not switch the scope, and "Pod" is no scope
+    assert "kubelet.topologyManagerScope: unknown scope" in _error(_spec(topologyManagerScope="Pod"))
+
+
+def test_policy_option_gates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Like upstream TestPolicyOptionsAvailable: options moved between maturity sets."""
+    assert load_machine(_spec(topologyManagerPolicyOptions={"prefer-closest-numa-nodes": "true"}))
+    assert "unknown Topology Manager Policy option" in _error(
+        _spec(topologyManagerPolicyOptions={"no-such-option": "true"}))
+    monkeypatch.setattr(policies, "STABLE_OPTIONS", set())
+    monkeypatch.setattr(policies, "ALPHA_OPTIONS", {policies.MAX_ALLOWABLE})
+    monkeypatch.setattr(policies, "BETA_OPTIONS", {policies.PREFER_CLOSEST})
+    alpha = _spec(topologyManagerPolicyOptions={"max-allowable-numa-nodes": "8"})
+    assert "Alpha-level Options not enabled" in _error(alpha)
+    alpha["kubelet"]["featureGates"] = {"TopologyManagerPolicyAlphaOptions": True}
+    assert load_machine(alpha)
+    beta = _spec(topologyManagerPolicyOptions={"prefer-closest-numa-nodes": "true"},
+                 featureGates={"TopologyManagerPolicyBetaOptions": False})
+    assert "Beta-level Options not enabled" in _error(beta)
+    beta["kubelet"]["featureGates"] = {}
+    assert load_machine(beta)  # beta gates default to on
+
+
+def test_reserved_memory_must_add_up_with_eviction_hard() -> None:
+    base = {"memoryManagerPolicy": "Static", "systemReserved": {"memory": "1Gi"},
+            "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]}
+    msg = _error(_spec(**base))  # the kubelet's default evictionHard memory.available is 100Mi
+    assert ('kubelet.reservedMemory: the total amount "1Gi" of type "memory" is not equal to the '
+            'value "1124Mi" determined by Node Allocatable feature') in msg
+    assert load_machine(_spec(**base, evictionHard={"memory.available": "0%"}))
+    ok = dict(base, reservedMemory=[{"numaNode": 0, "limits": {"memory": "1024Mi"}},
+                                    {"numaNode": 1, "limits": {"memory": "100Mi"}}])
+    assert load_machine(_spec(**ok))
+    # hugepages reserved by systemReserved must be in reservedMemory too
+    hp = dict(ok, systemReserved={"memory": "1Gi", "hugepages-2Mi": "4Mi"})
+    assert 'of type "hugepages-2Mi"' in _error(_spec(**hp))
+    # the None memory manager checks nothing
+    assert load_machine(_spec(reservedMemory=[{"numaNode": 0, "limits": {"memory": "5Mi"}}]))
+
+
+def test_reserved_memory_limits_and_eviction_hard_values() -> None:
+    assert "only [memory hugepages-<HugePageSize>]" in _error(
+        _spec(reservedMemory=[{"numaNode": 0, "limits": {"cpu": "1"}}]))
+    assert "may not be zero" in _error(_spec(reservedMemory=[{"numaNode": 0, "limits": {"memory": 0}}]))
+    assert "unsupported eviction signal" in _error(_spec(evictionHard={"memory.free": "1Gi"}))
+    assert "must be positive" in _error(_spec(evictionHard={"memory.available": "0"}))
+    assert "must be <= 100%" in _error(_spec(evictionHard={"memory.available": "120%"}))
+    assert "kubelet.maxPods" in _error(_spec(maxPods=-1))
+
+
+def test_shape_and_device_caps_answer_fast() -> None:
+    t0 = time.monotonic()
+    msg = _error({"shape": {"coresPerNuma": 4096, "threadsPerCore": 4096}})
+    assert "m.yaml: shape:" in msg and "65536" in msg
+    assert "devices" in _error({"shape": {"sockets": 64, "numaPerSocket": 16, "gpusPerNuma": 4096}})
+    assert "65535" in _error(_spec(reservedSystemCPUs="0-99999999999"))
+    assert time.monotonic() - t0 < 5
+
+
+def test_dynamic_node_reads_the_keps_pod_field() -> None:
+    from numalign.pods import parse_pods
+
+    node = Node(load_machine(_spec(topologyManagerPolicy="dynamic", cpuManagerPolicy="static",
+                                   reservedSystemCPUs="0")))
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+           "spec": {"topology": {"policy": "single-numa-node"},
+                    "containers": [{"name": "c", "resources": {"limits": {"cpu": "5", "memory": "1Gi"}}}]}}
+    r = node.admit(parse_pods(doc)[0])
+    # 5 CPUs on NUMA nodes of 4: the pod's own single-numa-node refuses it
+    assert (r.admitted, r.reason, r.policy) == (False, "TopologyAffinityError", "single-numa-node")
+    doc["spec"]["topology"]["policy"] = "best-effort"
+    assert node.admit(parse_pods(doc)[0]).admitted
