@@ -119,7 +119,7 @@ def test_documented_example_runs(line: str, capsys: pytest.CaptureFixture[str],
         code = main(argv)
     except SystemExit as e:  # argparse
         code = e.code if isinstance(e.code, int) else 2
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     assert code in (0, 1), err
     assert "Traceback" not in err
 
@@ -401,3 +401,21 @@ def test_docs_name_every_schema_field() -> None:
     c = load_schema("merge-case")
     missing = sorted(f for f in [*c["properties"], "affinity", "preferred"] if f"`{f}`" not in case_doc)
     assert not missing, f"docs/merge-case.md does not describe {missing}"
+
+
+def test_doc_examples_are_valid() -> None:
+    import re
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "docs" / "machine-spec.md").read_text(), re.S)
+    assert len(blocks) >= 2
+    for block in blocks:
+        doc = yaml.safe_load(block)
+        _validator("machine").validate(_as_json(doc))
+        spec.load_machine(doc)
+    blocks = re.findall(r"```json\n(.*?)```", (REPO / "docs" / "merge-case.md").read_text(), re.S)
+    from numalign.merge_case import parse_case
+
+    [case] = [json.loads(b) for b in blocks if '"policy"' in b]
+    _validator("merge-case").validate(case)
+    parse_case(case)
+    assert case == json.loads((EXAMPLES / "merge-case.json").read_text())
