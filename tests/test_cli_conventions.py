@@ -193,7 +193,7 @@ def test_kubelet_section_keeps_modelled_fields_only() -> None:
 
 
 def test_kubelet_config_needs_a_machine(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = run(capsys, "admit", "--kubelet-config", str(EXAMPLES / "kubelet-config.yaml"),
+    code, _, err = run(capsys, "admit", "--kubelet-config", str(EXAMPLES / "kubelet" / "config.yaml"),
                        str(EXAMPLES / "fig1-pods.yaml"))
     assert code == 2 and "--kubelet-config: needs a machine" in err
 
@@ -203,7 +203,7 @@ def test_admit_from_captured_sysfs_with_kubelet_config(capsys: pytest.CaptureFix
     if not tar.exists():
         pytest.skip(f"{tar} not found")
     code, out, _ = run(capsys, "admit", "--sysfs-root", str(tar), "--kubelet-config",
-                       str(EXAMPLES / "kubelet-config.yaml"), "-o", "json",
+                       str(EXAMPLES / "kubelet" / "config.yaml"), "-o", "json",
                        str(EXAMPLES / "pods" / "mixed-qos.yaml"))
     pods = {p["name"]: p for p in json.loads(out)["pods"]}
     assert code == 1 and pods["default/web"]["admitted"] and pods["default/web"]["policy"] == "restricted"
@@ -328,7 +328,7 @@ def test_dumped_machines_validate() -> None:
 
 
 def test_kubelet_config_example_is_a_valid_kubelet_section() -> None:
-    section = kubelet_section(yaml.safe_load((EXAMPLES / "kubelet-config.yaml").read_text()))
+    section = kubelet_section(yaml.safe_load((EXAMPLES / "kubelet" / "config.yaml").read_text()))
     _validator("machine").validate({"shape": {}, "kubelet": section})
 
 

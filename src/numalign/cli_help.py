@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
             "numalign admit -m examples/fig1.yaml examples/fig1-pods.yaml",
             "numalign admit -m examples/gpu-8x-rdma.yaml -o table --explain examples/pods/gpu-too-wide.yaml",
             "numalign admit --sysfs-root ../shared/topologies/hwloc/linux/32intel64-2p8co2t+8ve.tar.bz2"
-            " --kubelet-config examples/kubelet-config.yaml -o table examples/pods/mixed-qos.yaml",
+            " --kubelet-config examples/kubelet/config.yaml -o table examples/pods/mixed-qos.yaml",
             "numalign admit -m examples/dual-socket-ht.yaml --state-dir /tmp/numalign-demo/node"
             " - < examples/pods/dual-socket-list.yaml",
         ),
