@@ -65,27 +65,94 @@ def _emit(doc: Any, fmt: str) -> None:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
 
 
+#: the default of every ``-o`` of admit, state and discover: a table for a person at a terminal,
+#: JSON for a pipe or a file (said in README and in each command's help)
+OUTPUT_HELP = "output format (default: table on a terminal, json otherwise)"
+
+
+def _output(args: argparse.Namespace) -> str:
+    fmt: str | None = args.output
+    if fmt is not None:
+        return fmt
+    return "table" if sys.stdout.isatty() else "json"
+
+
 def _state_dir(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     return Path(args.state_dir) if args.state_dir else None
 
 
+def _machine_source(args: argparse.Namespace) -> Any:
+    """The machine of ``admit``: a spec, a captured/live sysfs or hwloc XML, then the kubelet
+    configuration on top; ``None`` = the one stored in ``--state-dir``."""
+    machine = None
+    if args.machine:
+        from numalign.machine.spec import read_machine_file
+
+        machine = read_machine_file(args.machine)
+    elif args.sysfs_root or args.hwloc_xml:
+        from numalign.machine.render import discover
+
+        found = discover(sysfs_root=args.sysfs_root, hwloc_xml=args.hwloc_xml)
+        for w in found.warnings:
+            print(f"numalign {args.command}: warning: {w}", file=sys.stderr)
+        machine = found.machine
+    if args.kubelet_config:
+        from numalign.machine.kubelet_config import (
+            read_kubelet_configuration,
+            with_kubelet_configuration,
+        )
+
+        if machine is None:
+            raise InputError("needs a machine: --machine, --sysfs-root or --hwloc-xml",
+                             "--kubelet-config")
+        section = read_kubelet_configuration(args.kubelet_config)
+        machine = with_kubelet_configuration(machine, section, args.kubelet_config)
+    return machine
+
+
+def _read_pods(paths: Sequence[str]) -> list[Any]:
+    from numalign.pods import parse_pods, read_pod_files
+
+    pods: list[Any] = []
+    for path in paths:
+        if path != "-":
+            pods.extend(read_pod_files([path], require_pods=True))
+            continue
+        import yaml
+
+        from numalign.yamlfiles import yaml_problem
+
+        try:
+            docs = list(yaml.safe_load_all(sys.stdin.read()))
+        except yaml.YAMLError as e:
+            raise InputError(f"invalid YAML: {yaml_problem(e)}", "stdin") from None
+        found = parse_pods(docs, "stdin")
+        if not found:
+            raise InputError("no pod in the input (it is empty or has only empty documents)", "stdin")
+        pods.extend(found)
+    return pods
+
+
 def _cmd_admit(args: argparse.Namespace) -> int:
-    from numalign.machine.spec import read_machine_file
     from numalign.node.render import results_doc, results_table
     from numalign.node.session import node_session
-    from numalign.pods import read_pod_files
 
-    machine = read_machine_file(args.machine) if args.machine else None
-    pods = read_pod_files(args.pods, require_pods=True)
+    machine = _machine_source(args)
+    pods = _read_pods(args.pods)
     with node_session(_state_dir(args), machine, kubelet_state=args.kubelet_state) as node:
         results = [node.admit(pod, explain=args.explain) for pod in pods]
-    if args.output == "table":
+    fmt = _output(args)
+    if fmt == "table":
         print(results_table(results))
     else:
-        _emit(results_doc(results), args.output)
+        _emit(results_doc(results), fmt)
     return 0 if all(r.admitted for r in results) else 1
+
+
+def _pod_key(name: str) -> str:
+    return name if "/" in name else f"default/{name}"
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
@@ -93,12 +160,14 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
     missing = []
     with node_session(_state_dir(args), None) as node:
-        for key in args.pods:
-            if not node.release(key):
+        for key in map(_pod_key, args.pods):
+            if node.release(key):
+                print(f"released {key}")
+            else:
                 missing.append(key)
-    if missing:
-        raise InputError(f"no such pod in {args.state_dir}: {', '.join(missing)}")
-    return 0
+    for key in missing:
+        print(f"numalign release: {key}: no such pod in {args.state_dir}", file=sys.stderr)
+    return 1 if missing else 0
 
 
 def _cmd_state(args: argparse.Namespace) -> int:
@@ -115,10 +184,11 @@ def _cmd_state(args: argparse.Namespace) -> int:
     elif args.machine:
         raise InputError("only with --reconcile", "--machine")
     with node_session(_state_dir(args), None, write=False) as node:
-        if args.output == "table":
+        fmt = _output(args)
+        if fmt == "table":
             print(state_table(node))
         else:
-            _emit(state_doc(node), args.output)
+            _emit(state_doc(node), fmt)
     return 0
 
 
@@ -130,7 +200,14 @@ def _cmd_discover(args: argparse.Namespace) -> int:
                      device_rules=args.device_rules)
     for w in found.warnings:
         print(f"numalign discover: warning: {w}", file=sys.stderr)
-    sys.stdout.write(render_discovery(found, args.output))
+    sys.stdout.write(render_discovery(found, _output(args)))
+    return 0
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from numalign.schemas import schema_text
+
+    sys.stdout.write(schema_text(args.format))
     return 0
 
 
@@ -153,11 +230,29 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def version() -> str:
+    """The installed distribution's version, else the package's own."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("numalign")
+    except metadata.PackageNotFoundError:
+        from numalign import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from numalign.cli_help import document
+
     parser = argparse.ArgumentParser(
-        prog="numalign", description="Kubelet-exact NUMA alignment, for nodes, clusters and processes."
+        prog="numalign",
+        description="Kubelet-exact NUMA alignment, for nodes, clusters and processes.",
+        epilog="`numalign COMMAND --help` shows a command's options and examples.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+                        help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("merge", help="merge topology hints under a policy (JSON case in, JSON out)")
     p.add_argument("file", nargs="?", default="-", help="case file (default: stdin)")
@@ -165,27 +260,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_merge)
 
     p = sub.add_parser("admit", help="admit pods on a machine as the kubelet would (all-or-nothing)")
-    p.add_argument("pods", nargs="+", metavar="POD.yaml", help="pod manifests (YAML/JSON, multi-document or List)")
-    p.add_argument("--machine", "-m", help="machine spec (YAML/JSON); optional when --state-dir has one")
-    p.add_argument("--state-dir", help="keep admitted pods allocated here across invocations")
-    p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="json")
-    p.add_argument("--explain", action="store_true", help="add each provider's hints and the merged hint")
+    p.add_argument("pods", nargs="+", metavar="POD.yaml",
+                   help="pod manifests (YAML/JSON, multi-document or List); - reads stdin")
+    machine = p.add_mutually_exclusive_group()
+    machine.add_argument("--machine", "-m", metavar="SPEC",
+                         help="machine spec (YAML/JSON); optional when --state-dir has one")
+    machine.add_argument("--sysfs-root", metavar="DIR|TARBALL",
+                         help="discover the machine from a captured /sys (or / for this one)")
+    machine.add_argument("--hwloc-xml", metavar="FILE",
+                         help="discover the machine from hwloc XML (lstopo --of xml)")
+    p.add_argument("--kubelet-config", metavar="FILE",
+                   help="KubeletConfiguration YAML (kubelet.config.k8s.io/v1beta1): its policies, "
+                        "reservations and feature gates replace the machine's kubelet section")
+    p.add_argument("--state-dir", metavar="DIR", help="keep admitted pods allocated here across invocations")
+    p.add_argument("-o", "--output", choices=["json", "yaml", "table"], help=OUTPUT_HELP)
+    p.add_argument("--explain", action="store_true",
+                   help="add each provider's hints and the merged hint (a summary with -o table)")
     p.add_argument("--kubelet-state", metavar="DIR",
                    help="start from the kubelet's cpu_manager_state / memory_manager_state in DIR")
     p.set_defaults(handler=_cmd_admit)
 
     p = sub.add_parser("release", help="free the resources of admitted pods")
-    p.add_argument("pods", nargs="+", metavar="NAMESPACE/NAME")
-    p.add_argument("--state-dir", required=True)
+    p.add_argument("pods", nargs="+", metavar="[NAMESPACE/]NAME",
+                   help="pods to release (namespace default when not given)")
+    p.add_argument("--state-dir", metavar="DIR", required=True, help="the state directory of admit")
     p.set_defaults(handler=_cmd_release)
 
     p = sub.add_parser("state", help="show a node's allocations per NUMA node")
-    p.add_argument("--state-dir", required=True)
+    p.add_argument("--state-dir", metavar="DIR", required=True, help="the state directory of admit")
     p.add_argument("--reconcile", action="store_true",
                    help="move the state onto the machine as it is now (--machine, default: the stored "
                         "spec): keep every pod whose CPUs, devices and memory still exist and fit, drop the rest")
-    p.add_argument("--machine", "-m", help="with --reconcile: the machine spec to move the state onto")
-    p.add_argument("-o", "--output", choices=["json", "yaml", "table"], default="table")
+    p.add_argument("--machine", "-m", metavar="SPEC",
+                   help="with --reconcile: the machine spec to move the state onto")
+    p.add_argument("-o", "--output", choices=["json", "yaml", "table"], help=OUTPUT_HELP)
     p.set_defaults(handler=_cmd_state)
 
     p = sub.add_parser("discover", help="discover a machine (live sysfs, capture, hwloc XML, NRT)")
@@ -195,9 +303,15 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--hwloc-synthetic", metavar="DESC", help='e.g. "pack:2 numa:2 core:8 pu:2" (needs lstopo)')
     src.add_argument("--nrt", metavar="FILE", help="NodeResourceTopology (topology.node.k8s.io/v1alpha2)")
     src.add_argument("--numatopo", metavar="FILE", help="Volcano Numatopology (nodeinfo.volcano.sh/v1alpha1)")
-    p.add_argument("-o", "--output", choices=["yaml", "json", "table", "nrt"], default="yaml")
+    p.add_argument("-o", "--output", choices=["yaml", "json", "table", "nrt"],
+                   help="machine spec as yaml or json, a numactl -H style table, or an NRT object "
+                        "(default: table on a terminal, json otherwise)")
     p.add_argument("--device-rules", metavar="FILE", help="YAML rules naming PCI devices as resources")
     p.set_defaults(handler=_cmd_discover)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of the machine spec or the merge case")
+    p.add_argument("format", choices=["machine", "merge-case"], help="which input format")
+    p.set_defaults(handler=_cmd_schema)
 
     from numalign.launcher.cli import add_commands as add_launcher_commands
 
@@ -220,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="walk through the Topology Manager blog's example")
     p.set_defaults(handler=_cmd_demo)
+    document(parser)
     return parser
 
 

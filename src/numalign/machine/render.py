@@ -76,18 +76,40 @@ def render_discovery(d: Discovery, fmt: str) -> str:
     raise InputError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
+def _mb(n: int) -> str:
+    return f"{n >> 20} MB"
+
+
 def render_table(m: Machine) -> str:
-    """The machine as text: nodes, CPUs, memory, hugepages, devices, distance matrix."""
+    """The machine laid out like ``numactl -H`` (available nodes; per node its CPUs, size and
+    free memory; the node distance matrix), then what numactl does not show: per node its
+    cores and L3s, hugepages and devices, and the machine and kubelet settings in one line each.
+
+    Discovery knows no usage: ``free`` is the node's memory less the kubelet's
+    ``reservedMemory`` for it, i.e. what pods could get.
+    """
     online = m.online_cpus
     offline = [c.id for c in m.cpus if not c.online]
-    lines = [
-        f"machine: {m.name}",
-        f"  {len(m.node_ids)} NUMA nodes, {len(m.sockets)} sockets, "
-        f"{len({c.core for c in online})} cores, {len(online)} CPUs online"
-        + (f" ({format_cpulist(offline)} offline)" if offline else "")
-        + f", {m.cpus_per_core} thread(s) per core",
-        f"available: {len(m.node_ids)} nodes ({format_cpulist(m.node_ids)})",
-    ]
+    reserved: dict[int, int] = {
+        e.numa_node: e.limits.get("memory", 0) for e in m.kubelet.reserved_memory
+    }
+    lines = [f"available: {len(m.node_ids)} nodes ({format_cpulist(m.node_ids)})"]
+    for n in m.numa_nodes:
+        cpus = [c.id for c in online if c.numa == n.id]
+        lines.append(f"node {n.id} cpus: {' '.join(map(str, cpus))}".rstrip())
+        lines.append(f"node {n.id} size: {_mb(n.memory)}")
+        lines.append(f"node {n.id} free: {_mb(max(0, n.memory - reserved.get(n.id, 0)))}")
+    if m.has_distances and len(m.node_ids) > 0:
+        ids = m.node_ids
+        width = max(4, *(len(str(i)) + 1 for i in ids))
+        lines.append("node distances:")
+        lines.append("node " + "".join(f"{i:>{width}}" for i in ids))
+        for i in ids:
+            row = m.node_by_id[i].distances
+            lines.append(f"{i:>4}:" + "".join(f"{row[j]:>{width}}" for j in ids))
+    else:
+        lines.append("node distances: unknown")
+
     per_node_devices: dict[int, Counter[str]] = {i: Counter() for i in m.node_ids}
     unplaced: Counter[str] = Counter()
     multi: Counter[tuple[str, tuple[int, ...]]] = Counter()
@@ -98,22 +120,22 @@ def render_table(m: Machine) -> str:
             multi[(d.resource, d.numa)] += 1
         else:
             per_node_devices.setdefault(d.numa[0], Counter())[d.resource] += 1
+    lines.append("")
     for n in m.numa_nodes:
-        cpus = [c for c in online if c.numa == n.id]
-        lines.append(f"node {n.id} cpus: {format_cpulist(c.id for c in cpus) or '(none)'}")
-        lines.append(f"node {n.id} size: {format_bytes_human(n.memory)}")
-        if cpus:
-            sockets = sorted({c.socket for c in cpus})
-            l3 = {c.uncore_cache for c in cpus if c.uncore_cache is not None}
-            lines.append(
-                f"node {n.id} topology: socket {format_cpulist(sockets)}, "
-                f"{len({c.core for c in cpus})} cores" + (f", {len(l3)} L3" if l3 else "")
-            )
+        cpus_of = [c for c in online if c.numa == n.id]
+        parts = [f"node {n.id}: {format_cpulist(c.id for c in cpus_of) or 'no CPUs'}"]
+        if cpus_of:
+            sockets = sorted({c.socket for c in cpus_of})
+            l3 = {c.uncore_cache for c in cpus_of if c.uncore_cache is not None}
+            parts.append(f"socket {format_cpulist(sockets)}, {len({c.core for c in cpus_of})} cores"
+                         + (f", {len(l3)} L3" if l3 else ""))
+        parts.append(format_bytes_human(n.memory))
+        lines.append(", ".join(parts))
         if n.hugepages:
-            parts = [
+            pages = [
                 f"{format_bytes(size)} x {total // size}" for size, total in sorted(n.hugepages.items())
             ]
-            lines.append(f"node {n.id} hugepages: {', '.join(parts)}")
+            lines.append(f"node {n.id} hugepages: {', '.join(pages)}")
         devs = per_node_devices.get(n.id)
         if devs:
             lines.append(
@@ -126,14 +148,17 @@ def render_table(m: Machine) -> str:
             "devices without NUMA locality: "
             + ", ".join(f"{r} x{c}" for r, c in sorted(unplaced.items()))
         )
-    if m.has_distances and len(m.node_ids) > 0:
-        ids = m.node_ids
-        width = max(4, *(len(str(i)) + 1 for i in ids))
-        lines.append("node distances:")
-        lines.append("node " + "".join(f"{i:>{width}}" for i in ids))
-        for i in ids:
-            row = m.node_by_id[i].distances
-            lines.append(f"{i:>4}:" + "".join(f"{row[j]:>{width}}" for j in ids))
-    else:
-        lines.append("node distances: unknown")
+    lines.append(
+        f"machine {m.name}: {len(m.node_ids)} NUMA nodes, {len(m.sockets)} sockets, "
+        f"{len({c.core for c in online})} cores, {len(online)} CPUs online"
+        + (f" ({format_cpulist(offline)} offline)" if offline else "")
+        + f", {m.cpus_per_core} thread(s) per core"
+    )
+    k = m.kubelet
+    lines.append(
+        f"kubelet: topology manager {k.topology_manager_policy}/{k.topology_manager_scope}, "
+        f"cpu manager {k.cpu_manager_policy}, memory manager {k.memory_manager_policy}"
+        + (f", reserved CPUs {format_cpulist(k.reserved_system_cpus)}"
+           if k.reserved_system_cpus else "")
+    )
     return "\n".join(lines) + "\n"

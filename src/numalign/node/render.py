@@ -104,7 +104,79 @@ def results_table(results: list[PodResult]) -> str:
         if not r.admitted:
             lines.append(f"{r.pod.key}: {r.reason}: {r.message}")
     lines.append("(* = merged hint not preferred; policy " + ", ".join(sorted({f'{r.policy}/{r.scope}' for r in results})) + ")")
+    explained = [(r, c) for r in results for c in r.containers if c.explain is not None]
+    if explained:
+        lines.append("")
+        lines.append("explain (per container: each provider's hints, narrowest preferred first; the merged hint):")
+        for r, c in explained:
+            assert c.explain is not None
+            lines.extend(explain_lines(r, c.name, c.explain))
     return "\n".join(lines)
+
+
+#: masks shown per resource in the explain summary before "+N more"
+EXPLAIN_SHOW = 4
+#: preferred masks counted in the explain summary (beyond: "over N")
+EXPLAIN_COUNT_LIMIT = 1000
+
+
+def _masks_text(masks: list[int], total: int) -> str:
+    shown = " ".join(format_mask(m) for m in masks[:EXPLAIN_SHOW])
+    more = total - min(len(masks), EXPLAIN_SHOW)
+    return shown + (f" +{more} more" if more > 0 else "")
+
+
+def _summarize(answer: ResourceHints) -> str:
+    """One line for one resource's answer: the narrowest preferred masks and the counts."""
+    if answer is None:
+        return "no preference"
+    if isinstance(answer, GeneratedHints):
+        if answer.is_empty():
+            return "cannot be satisfied (no hint)"
+        generated = answer.preferred_masks()
+        if generated is not None:
+            sample = list(islice(generated, EXPLAIN_COUNT_LIMIT + 1))
+            width = answer.preferred_size
+            count = (f"{len(sample)}" if len(sample) <= EXPLAIN_COUNT_LIMIT
+                     else f"over {EXPLAIN_COUNT_LIMIT}")
+            if sample:
+                return (f"preferred: {_masks_text(sample, len(sample))} "
+                        f"({count} preferred {width}-node masks of {len(answer.nodes)} NUMA nodes)")
+            return f"no preferred hint (narrowest would be {width} node(s))"
+        if 2 ** len(answer.nodes) > 1 << 16:
+            return f"rule-generated hints over {len(answer.nodes)} NUMA nodes"
+        answer = answer.materialize()
+    hints = list(answer)
+    if not hints:
+        return "cannot be satisfied (no hint)"
+    masks = [h.affinity for h in hints if h.affinity is not None]
+    if len(masks) < len(hints):
+        return "no preference" if all(h.preferred for h in hints) else "cannot be satisfied"
+    preferred = [h.affinity for h in hints if h.preferred and h.affinity is not None]
+    pool, label = (preferred, "preferred") if preferred else (masks, "none preferred; narrowest")
+    narrowest = min(m.bit_count() for m in pool)
+    best = sorted(m for m in pool if m.bit_count() == narrowest)
+    return (f"{label}: {_masks_text(best, len(best))} "
+            f"({len(preferred)} preferred of {len(hints)} hints)")
+
+
+def explain_lines(r: PodResult, container: str, d: Decision) -> list[str]:
+    """A readable summary of one container's decision: per provider and resource, the
+    narrowest preferred masks and counts (not every mask), then the merged hint and the verdict."""
+    verdict = "admitted" if r.admitted else f"{r.reason}"
+    lines = [f"{r.pod.key} {container} ({r.policy}/{r.scope}):"]
+    rows: list[tuple[str, str]] = []
+    for name, hints in d.provider_hints:
+        if not hints:
+            rows.append((name, "no preference (nothing to align)"))
+            continue
+        for res, answer in sorted(hints.items()):
+            rows.append((name if name == res else f"{name} {res}", _summarize(answer)))
+    rows.append(("merged", f"{format_mask(d.hint.affinity)}" + ("" if d.hint.preferred else " (not preferred)")))
+    rows.append(("result", verdict if r.admitted else f"{verdict}: {r.message}"))
+    width = max(len(k) for k, _ in rows)
+    lines.extend(f"  {k.ljust(width)}  {v}" for k, v in rows)
+    return lines
 
 
 def state_doc(node: Node) -> dict[str, Any]:

@@ -1,0 +1,186 @@
+"""Help texts of the ``numalign`` command: a description and examples for every sub-command,
+and help for the flags that the sub-commands' own modules leave without one.
+
+Data only. :func:`document` attaches it to a built parser. Every example runs from the
+repository root (``examples/`` and, for captured machines, ``../shared/``); a test runs them.
+``/tmp/numalign-demo`` is a scratch directory the examples share.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+#: sub-command path ("extender serve") -> (description, examples); examples are command lines
+COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "merge": (
+        "Merge topology hints the way the kubelet's Topology Manager does, for any policy and\n"
+        "policy options, without a machine: a JSON merge case in, a JSON result out\n"
+        '({"affinity": [ids] | null, "preferred": bool, "admit": bool}). The case format is\n'
+        "documented in docs/merge-case.md (`numalign schema merge-case` prints its JSON Schema).",
+        (
+            "numalign merge examples/merge-case.json",
+            "numalign merge - < examples/merge-case.json",
+            "numalign merge --jsonl examples/merge-cases.jsonl",
+        ),
+    ),
+    "admit": (
+        "Admit pods on a machine as the kubelet would: the Topology Manager's policy and scope,\n"
+        "the CPU, memory and device managers; all-or-nothing per pod. Admitted pods get CPUs,\n"
+        "memory per NUMA node and device ids; rejected ones the kubelet's reason\n"
+        "(TopologyAffinityError, SMTAlignmentError ...). Exit 0 if every pod is admitted, 1 if\n"
+        "one is rejected, 2 on bad input.\n\n"
+        "The machine comes from a spec (--machine), a captured or live /sys (--sysfs-root) or\n"
+        "hwloc XML (--hwloc-xml); --kubelet-config replaces its kubelet settings with a\n"
+        "KubeletConfiguration file. With --state-dir, admitted pods stay allocated across runs.",
+        (
+            "numalign admit -m examples/fig1.yaml examples/fig1-pods.yaml",
+            "numalign admit -m examples/gpu-8x-rdma.yaml -o table --explain examples/pods/gpu-too-wide.yaml",
+            "numalign admit --sysfs-root ../shared/topologies/hwloc/linux/32intel64-2p8co2t+8ve.tar.bz2"
+            " --kubelet-config examples/kubelet/config.yaml -o table examples/pods/mixed-qos.yaml",
+            "numalign admit -m examples/dual-socket-ht.yaml --state-dir /tmp/numalign-demo/node"
+            " - < examples/pods/dual-socket-list.yaml",
+        ),
+    ),
+    "release": (
+        "Free the CPUs, memory and devices of pods admitted with --state-dir. A pod is\n"
+        "NAMESPACE/NAME, or NAME in namespace default. Prints one line per released pod; exit 1\n"
+        "if a pod is not in the state (the others are still released).",
+        (
+            "numalign release --state-dir /tmp/numalign-demo/node db-0",
+            "numalign release --state-dir /tmp/numalign-demo/node default/db-1 default/db-9",
+        ),
+    ),
+    "state": (
+        "Show a node state directory: per NUMA node what is available of what is allocatable,\n"
+        "and per pod its NUMA nodes, CPUs, memory and devices. --reconcile moves a state onto\n"
+        "a machine that changed (pods that no longer fit are dropped).",
+        (
+            "numalign state --state-dir /tmp/numalign-demo/node",
+            "numalign state --state-dir /tmp/numalign-demo/node -o json",
+        ),
+    ),
+    "discover": (
+        "Discover a machine and print it as a machine spec (edit it, then give it to admit,\n"
+        "run or simulate), as a numactl -H style table, or as a NodeResourceTopology object.\n"
+        "Sources: the live /sys (default), a captured /sys (directory or tarball), hwloc XML,\n"
+        "an hwloc synthetic description, an NRT or a Volcano Numatopology object.\n"
+        "A discovered spec has the kubelet defaults (policy none); add your kubelet settings\n"
+        "with `numalign admit --kubelet-config` instead of editing it.",
+        (
+            "numalign discover -o table",
+            "numalign discover --sysfs-root ../shared/topologies/hwloc/linux/16amd64-8n2c.tar.bz2 -o table",
+            "numalign discover --hwloc-xml ../shared/topologies/hwloc/xml/nvidiaDGX2.xml -o yaml",
+            "numalign discover --hwloc-xml ../shared/topologies/hwloc/xml/nvidiaDGX2.xml -o nrt",
+        ),
+    ),
+    "schema": (
+        "Print the JSON Schema of a numalign input format, for editors and CI checks\n"
+        "(the references are docs/machine-spec.md and docs/merge-case.md).",
+        (
+            "numalign schema machine",
+            "numalign schema merge-case",
+        ),
+    ),
+    "run": (
+        "Run a command on an aligned allocation without Kubernetes: exclusive CPUs, memory and\n"
+        "GPUs/devices from one NUMA node (or as the policy allows), the process pinned to them.\n"
+        "Concurrent runs never share exclusive CPUs or devices. Exit status: the command's;\n"
+        "1 if the request is rejected; 2 on bad input.",
+        (
+            "numalign run -m examples/gpu-8x-rdma.yaml --cpus 8 --gpus 2 --dry-run",
+            "numalign run -m examples/gpu-8x-rdma.yaml --state-dir /tmp/numalign-demo/runs --cpus 4"
+            " --memory 1Gi -- true",
+        ),
+    ),
+    "ps": (
+        "List the live allocations of `numalign run` (process, age, NUMA nodes, CPUs, memory,\n"
+        "devices, command).",
+        (
+            "numalign ps --state-dir /tmp/numalign-demo/runs",
+            "numalign ps --state-dir /tmp/numalign-demo/runs -o json",
+        ),
+    ),
+    "simulate": (
+        "Replay a workload on a modelled cluster under several scheduling profiles (default\n"
+        "kube-scheduler, NRT single-numa-node, Volcano, numalign) with the node's admission in\n"
+        "the loop; prints a summary table and writes summary.json and report.html. See\n"
+        "docs/simulator.md.",
+        (
+            "numalign simulate --cluster builtin:small --workload synthetic:count=40"
+            " --profiles default,numalign --out /tmp/numalign-demo/sim --quiet",
+            "numalign simulate --workload dir:examples/pods --cluster builtin:small"
+            " --out /tmp/numalign-demo/sim-dir --quiet",
+        ),
+    ),
+    "export": (
+        "Build this node's NodeResourceTopology object (topology.node.k8s.io/v1alpha2) from\n"
+        "the machine, the kubelet configuration and the allocations, and print it or apply it\n"
+        "through the API (--apply), once or every --interval seconds. See docs/kubernetes.md.",
+        (
+            "numalign export -m examples/fig1.yaml --node-name worker-1",
+            "numalign export -m examples/gpu-8x-rdma.yaml -o json",
+            "numalign export -m examples/dual-socket-ht.yaml --state-dir /tmp/numalign-demo/node",
+        ),
+    ),
+    "extender": (
+        "The kube-scheduler extender service (filter, prioritize, bind over HTTP); see\n"
+        "`numalign extender serve --help` and docs/kubernetes.md.",
+        (
+            "numalign extender serve --nrt-dir /tmp/numalign-demo/nrt --port 8888",
+            "numalign extender serve --kubeconfig ~/.kube/config",
+        ),
+    ),
+    "extender serve": (
+        "Serve /filter, /prioritize and /bind for kube-scheduler, with /metrics, /healthz and\n"
+        "/readyz, over NodeResourceTopology objects from a directory or the API server.",
+        (
+            "numalign extender serve --nrt-dir /tmp/numalign-demo/nrt --port 8888",
+            "numalign extender serve --in-cluster --tls-cert tls.crt --tls-key tls.key",
+        ),
+    ),
+    "demo": (
+        "Walk through the Topology Manager blog post's example (figure 1) step by step:\n"
+        "the providers' hints, the merge, the allocation.",
+        ("numalign demo",),
+    ),
+}
+
+#: commands whose examples serve forever or need a cluster: not run by the example test
+LONG_RUNNING = ("extender",)
+
+#: (sub-command path, option string) -> help, for flags defined without one
+FLAG_HELP: dict[tuple[str, str], str] = {
+    ("ps", "--output"): "table (default) or json",
+    ("export", "--output"): "object format (default yaml)",
+    ("extender serve", "--port"): "listen port (default 8888)",
+    ("extender serve", "--tls-cert"): "serve HTTPS with this certificate (PEM)",
+    ("extender serve", "--tls-key"): "the certificate's private key (PEM)",
+    ("extender serve", "--max-body"): "largest request body accepted (default 8 MiB)",
+}
+
+
+def epilog(examples: tuple[str, ...]) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in examples)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def document(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """Give every sub-command of ``parser`` its description, examples and flag help."""
+    for name, sub in _subparsers(parser).items():
+        path = f"{prefix} {name}".strip()
+        description, examples = COMMANDS[path]
+        sub.description = description
+        sub.epilog = epilog(examples)
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        for action in sub._actions:
+            if action.help is None:
+                for option in action.option_strings:
+                    if (path, option) in FLAG_HELP:
+                        action.help = FLAG_HELP[(path, option)]
+        document(sub, path)
