@@ -96,6 +96,7 @@ PODS = [
     pod("mem63", {"cpu": "1", "memory": "63Gi"}),
     pod("huge2", {"cpu": "1", "memory": "1Gi", "hugepages-1Gi": "2Gi"}),
     pod("huge4", {"cpu": "1", "memory": "1Gi", "hugepages-1Gi": "4Gi"}),
+    pod("huge5", {"cpu": "1", "memory": "1Gi", "hugepages-1Gi": "5Gi"}),
     pod("gpu1", {"cpu": "2", "memory": "2Gi", "gpu-vendor.com/gpu": "1"}),
     pod("gpu2", {"cpu": "2", "memory": "2Gi", "gpu-vendor.com/gpu": "2"}),
     pod("gpu-nic", {"cpu": "2", "memory": "2Gi", "gpu-vendor.com/gpu": "1", "nic-vendor.com/nic": "1"}),
