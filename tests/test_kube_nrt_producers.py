@@ -405,3 +405,21 @@ def test_devices_helper_sanity() -> None:
     assert all(not d.numa for d in m.devices if "gpu" in d.resource)
     assert isinstance(m.devices[0], Device)
     assert hugepage_resource_name(GI) == "hugepages-1Gi"
+
+
+def test_hostile_counts_are_input_errors() -> None:
+    """A zone claiming 1e18 GPUs (or CPUs) is refused in O(1), not expanded."""
+    import time
+
+    from numalign.errors import InputError
+
+    truth = Node(fig1(memory="None"))
+    for res, value in (("gpu-vendor.com/gpu", "1e18"), ("cpu", "1e18")):
+        obj = render_nfd(truth, "w1")
+        for r in obj["zones"][0]["resources"]:
+            if r["name"] == res:
+                r.update(capacity=value, allocatable=value, available=value)
+        t0 = time.monotonic()
+        with pytest.raises(InputError, match="more than"):
+            engine_from_nrt(obj)
+        assert time.monotonic() - t0 < 1.0

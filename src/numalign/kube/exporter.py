@@ -168,6 +168,8 @@ class Exporter:
             return None
         self.last_good = obj
         self.last_error = None
+        if self.fallback:
+            print(f"numalign export: {self.fallback}", file=log)
         return obj
 
 
