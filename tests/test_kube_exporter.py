@@ -116,7 +116,7 @@ def test_attributes_from_kubelet_config_and_fingerprint(tmp_path: Path) -> None:
     assert attrs["topologyManagerMaxNUMANodes"] == "8"
     assert attrs["topologyManagerOptionPreferClosestNumaNodes"] == "true"
     assert attrs["numalign.io/reservedSystemCPUs"] == "0-1"
-    assert attrs["nodeTopologyPodsFingerprintMethod"] == "numalign-sha256"
+    assert attrs["nodeTopologyPodsFingerprintMethod"] == "all"  # issue 12: upstream pfp0v001
     assert attrs["nodeTopologyPodsFingerprint"] == pods_fingerprint([])
     assert obj["metadata"]["annotations"]["topology.node.k8s.io/fingerprint"] == pods_fingerprint([])
     assert pods_fingerprint(["a/x", "b/y"]) == pods_fingerprint(["b/y", "a/x", "a/x"])

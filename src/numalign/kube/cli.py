@@ -17,7 +17,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     sources = ExportSources(
         machine=args.machine, sysfs_root=args.sysfs_root, kubelet_config=args.kubelet_config,
         kubelet_state=args.kubelet_state, state_dir=args.state_dir, node_name=args.node_name,
-        device_rules=args.device_rules,
+        device_rules=args.device_rules, podresources_socket=args.podresources_socket,
     )
     return export_command(sources, apply=args.apply, kubeconfig=args.kubeconfig,
                           interval=args.interval, output=args.output, poll=args.poll)
@@ -45,6 +45,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--kubelet-state", metavar="DIR",
                    help="the kubelet's cpu_manager_state / memory_manager_state directory")
     p.add_argument("--state-dir", metavar="DIR", help="numalign's own node state directory")
+    p.add_argument("--podresources-socket", metavar="SOCKET",
+                   help="the kubelet's pod-resources socket, e.g. "
+                        "/var/lib/kubelet/pod-resources/kubelet.sock (--kubelet-state: fallback)")
     p.add_argument("--node-name", help="object name (default: $NODE_NAME, else the machine name)")
     p.add_argument("--apply", action="store_true", help="create/update the object through the API")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else ~/.kube/config)")

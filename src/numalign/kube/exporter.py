@@ -5,8 +5,11 @@ Sources, read afresh on every export:
 * the machine: ``--machine`` spec, or sysfs (``--sysfs-root`` capture, default live ``/``);
 * the kubelet configuration: ``--kubelet-config`` (a KubeletConfiguration YAML) replaces the
   machine's ``kubelet`` section, parsed by the machine spec loader (same field names);
-* allocations: the kubelet's ``cpu_manager_state``/``memory_manager_state`` (``--kubelet-state
-  DIR``) or numalign's own state directory (``--state-dir``); none = an idle node.
+* allocations: the kubelet's pod-resources gRPC API (``--podresources-socket``: ``List`` and
+  ``GetAllocatableResources``, devices included; the pod set it lists is the fingerprint's),
+  falling back to the kubelet's ``cpu_manager_state``/``memory_manager_state`` (``--kubelet-state
+  DIR``) when the socket cannot be read; or numalign's own state directory (``--state-dir``);
+  none = an idle node.
 
 A source that cannot be read makes :meth:`Exporter.collect` raise; :func:`run_loop` then keeps
 the last good object (never publishes an empty or partial one), logs why on stderr and retries
@@ -39,6 +42,8 @@ from numalign.node.store import STATE_FILE
 GROUP = "topology.node.k8s.io"
 VERSION = "v1alpha2"
 PLURAL = "noderesourcetopologies"
+#: the synthetic occupant of the usage the kubelet's podresources API reports
+PODRESOURCES_UID = "numalign.io/podresources"
 
 
 def read_kubelet_config(path: str) -> dict[str, Any]:
@@ -75,6 +80,7 @@ class ExportSources:
     state_dir: str | None = None
     node_name: str | None = None
     device_rules: str | None = None
+    podresources_socket: str | None = None
 
     def watched(self) -> list[Path]:
         """Files whose change triggers an export."""
@@ -95,6 +101,8 @@ class Exporter:
     sources: ExportSources
     last_good: dict[str, Any] | None = None
     last_error: str | None = None
+    #: why the last collect fell back from podresources to the checkpoints (None: it did not)
+    fallback: str | None = None
     _machine_cache: Machine | None = field(default=None, repr=False)
 
     def _machine(self) -> Machine:
@@ -117,6 +125,15 @@ class Exporter:
         """Build the NRT from every source; raises :class:`NumalignError` if one fails."""
         s = self.sources
         machine = self._machine()
+        name = s.node_name or os.environ.get("NODE_NAME") or machine.name
+        self.fallback = None
+        if s.podresources_socket:
+            try:
+                return self._from_podresources(machine, s.podresources_socket, name)
+            except InputError as e:
+                if not s.kubelet_state:
+                    raise
+                self.fallback = f"podresources unavailable ({e.message}); read the checkpoints"
         if s.kubelet_state:
             node = Node(machine, import_kubelet_state(machine, Path(s.kubelet_state)))
         elif s.state_dir:
@@ -126,8 +143,17 @@ class Exporter:
                 node = n
         else:
             node = Node(machine)
-        name = s.node_name or os.environ.get("NODE_NAME") or machine.name
         return build_nrt(node, name=name)
+
+    def _from_podresources(self, machine: Machine, socket: str, name: str) -> dict[str, Any]:
+        from numalign.kube.podresources.client import read_podresources
+        from numalign.kube.podresources.observe import machine_with_allocatable, observed_usage
+        from numalign.node.usage import apply_observed
+
+        snap = read_podresources(socket)
+        node = Node(machine_with_allocatable(machine, snap.allocatable))
+        node.state = apply_observed(node, observed_usage(node, snap), PODRESOURCES_UID)
+        return build_nrt(node, pod_keys=[p.key for p in snap.pods], name=name)
 
     def refresh(self, log: TextIO | None = None) -> dict[str, Any] | None:
         """Collect; on failure keep and return the last good object (None if there is none)."""
@@ -142,6 +168,8 @@ class Exporter:
             return None
         self.last_good = obj
         self.last_error = None
+        if self.fallback:
+            print(f"numalign export: {self.fallback}", file=log)
         return obj
 
 

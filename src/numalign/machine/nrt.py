@@ -56,6 +56,8 @@ ATTR_CPUS = "numalign.io/cpus"
 ATTR_SOCKET = "numalign.io/socket"
 ATTR_THREADS = "numalign.io/threadsPerCore"
 ATTR_CORES = "numalign.io/cores"
+#: node: healthy devices without NUMA locality (in no zone), ``resource=count,...``
+ATTR_NO_TOPOLOGY = "numalign.io/devicesWithoutTopology"
 _MAX_OPTION = "max-allowable-numa-nodes"
 _ZONE_RE = re.compile(r"node-(\d+)")
 
@@ -148,6 +150,9 @@ def machine_to_nrt(
     for opt, val in sorted(opts.items()):
         attributes.append({"name": option_attribute(opt), "value": str(val)})
     attributes.append({"name": ATTR_THREADS, "value": str(machine.cpus_per_core)})
+    no_topology = no_topology_counts(machine)
+    if no_topology:
+        attributes.append({"name": ATTR_NO_TOPOLOGY, "value": format_counts(no_topology)})
     legacy = _LEGACY_POLICY.get(k.topology_manager_policy)
     policies = []
     if legacy is not None:
@@ -162,6 +167,32 @@ def machine_to_nrt(
         "attributes": attributes,
         "zones": zones,
     }
+
+
+def no_topology_counts(machine: Machine) -> dict[str, int]:
+    """Healthy devices without NUMA locality, per resource."""
+    out: dict[str, int] = {}
+    for d in machine.devices:
+        if d.healthy and not d.numa:
+            out[d.resource] = out.get(d.resource, 0) + 1
+    return out
+
+
+def format_counts(counts: Mapping[str, int]) -> str:
+    return ",".join(f"{r}={n}" for r, n in sorted(counts.items()))
+
+
+def parse_counts(text: str, where: str) -> dict[str, int]:
+    """``resource=count,...`` (counts 0..MAX_ZONE_COUNT)."""
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        r, sep, n = part.partition("=")
+        if not sep or not r.strip() or not n.strip().isdigit() or int(n) > MAX_ZONE_COUNT:
+            raise InputError(f"expected resource=count pairs, got {part!r}", where)
+        out[r.strip()] = int(n)
+    return out
 
 
 def _attrs(value: object, where: str) -> dict[str, str]:
@@ -190,32 +221,94 @@ def _int_attr(attrs: Mapping[str, str], key: str, where: str, minimum: int = 0) 
 
 
 def _legacy(policies: object) -> tuple[str, str] | None:
+    """The v1alpha1 ``topologyPolicies[0]`` (``SingleNUMANodePodLevel``...), as scheduler-plugins
+    maps it: only the exact names count (``None`` means the defaults); others are ignored."""
     if not isinstance(policies, list) or not policies or not isinstance(policies[0], str):
         return None
     p = policies[0]
-    scope = "container"
+    if p == _LEGACY_POLICY["none"]:
+        return None
     for s_kube, s_nrt in _LEGACY_SCOPE.items():
-        if p.endswith(s_nrt):
-            scope, p = s_kube, p.removesuffix(s_nrt)
-    for kube, nrt in _LEGACY_POLICY.items():
-        if p == nrt:
-            return kube, scope
+        for kube, nrt in _LEGACY_POLICY.items():
+            if kube != "none" and p == nrt + s_nrt:
+                return kube, s_kube
     return None
 
 
-def _kubelet(obj: Mapping[str, Any], attrs: Mapping[str, str]) -> KubeletConfig:
+#: the Topology Manager policies and scopes the kubelet accepts (numalign's ``dynamic`` too)
+VALID_POLICIES = ("none", "best-effort", "restricted", "single-numa-node", "dynamic")
+VALID_SCOPES = ("container", "pod")
+DEFAULT_MAX_NUMA_NODES = 8
+#: scheduler-plugins' sanity cap on ``topologyManagerMaxNUMANodes``
+LIMIT_MAX_NUMA_NODES = 1024
+#: resources a zone may list that no device plugin serves (host-level, never NUMA-bound)
+HOST_LEVEL_RESOURCES = frozenset({"ephemeral-storage", "storage", "pods"})
+#: the most devices (or CPUs) one zone may claim; more is hostile input, not hardware
+MAX_ZONE_COUNT = 1 << 16
+
+
+def is_zone_device_resource(name: str) -> bool:
+    """A zone resource counted in devices: anything but cpu, memory, hugepages and host-level
+    resources, prefixed (``nvidia.com/gpu``) or not (``gpu``)."""
+    return not (name in (CPU, MEMORY) or is_hugepages_resource(name) or name in HOST_LEVEL_RESOURCES)
+
+
+def _max_numa_nodes(attrs: Mapping[str, str], numa_nodes: int, policy: str) -> int:
+    """``max-allowable-numa-nodes`` as the running kubelet must have it.
+
+    ``topologyManagerMaxNUMANodes`` counts when it is an integer above 1 (scheduler-plugins'
+    rule, capped at 1024); the kubelet refuses values below 8, so those mean the default 8. A
+    kubelet with a policy other than ``none`` that publishes more NUMA nodes than that runs with
+    a limit at least that high (it would not have started otherwise), so the limit is then never
+    below the zone count.
+    """
+    value = DEFAULT_MAX_NUMA_NODES
+    raw = attrs.get("topologyManagerMaxNUMANodes")
+    if raw is not None:
+        try:
+            n = int(raw.strip())
+        except ValueError:
+            n = 0
+        if n > 1:
+            value = max(DEFAULT_MAX_NUMA_NODES, min(n, LIMIT_MAX_NUMA_NODES))
+    return value if policy == "none" else max(value, numa_nodes)
+
+
+def _valid_options(attrs: Mapping[str, str]) -> dict[str, str]:
+    """``topologyManagerOption*`` attributes the kubelet would accept, each on its own."""
+    from numalign.policies import parse_options
+
+    out: dict[str, str] = {}
+    for name, value in attrs.items():
+        if not name.startswith("topologyManagerOption"):
+            continue
+        opt = option_from_attribute(name)
+        if opt == _MAX_OPTION:
+            continue  # decided with topologyManagerMaxNUMANodes
+        try:
+            parse_options({opt: value})
+        except InputError:
+            continue
+        out[opt] = value
+    return out
+
+
+def _kubelet(obj: Mapping[str, Any], attrs: Mapping[str, str], numa_nodes: int) -> KubeletConfig:
+    """The Topology Manager settings an NRT publishes, read as scheduler-plugins reads them:
+    defaults ``none``/``container``, then the deprecated ``topologyPolicies[0]``, then the
+    ``topologyManagerPolicy``/``Scope`` attributes; a value that is not valid is ignored (the
+    earlier one stays), never an error."""
     policy, scope = "none", "container"
     legacy = _legacy(obj.get("topologyPolicies"))
     if legacy is not None:
         policy, scope = legacy
-    policy = attrs.get("topologyManagerPolicy", policy)
-    scope = attrs.get("topologyManagerScope", scope)
-    options: dict[str, str] = {}
-    for name, value in attrs.items():
-        if name.startswith("topologyManagerOption"):
-            options[option_from_attribute(name)] = value
-    max_nodes = _int_attr(attrs, "topologyManagerMaxNUMANodes", "attributes", minimum=1)
-    if max_nodes is not None and max_nodes != 8:
+    if attrs.get("topologyManagerPolicy") in VALID_POLICIES:
+        policy = attrs["topologyManagerPolicy"]
+    if attrs.get("topologyManagerScope") in VALID_SCOPES:
+        scope = attrs["topologyManagerScope"]
+    options = _valid_options(attrs)
+    max_nodes = _max_numa_nodes(attrs, numa_nodes, policy)
+    if max_nodes != DEFAULT_MAX_NUMA_NODES:
         options[_MAX_OPTION] = str(max_nodes)
     return KubeletConfig(
         topology_manager_policy=policy,
@@ -288,12 +381,16 @@ def nrt_to_machine(obj: object) -> Machine:
                         f"a zone's cpu must be whole CPUs, got {r['capacity']!r}", f"{rw}.capacity"
                     )
                 n_cpus = int(q)
+                if n_cpus > MAX_ZONE_COUNT:
+                    raise InputError(f"more than {MAX_ZONE_COUNT} CPUs in one zone", f"{rw}.capacity")
             elif rname == MEMORY:
                 memory = quantity_int(q)
             elif is_hugepages_resource(rname):
                 huge[hugepage_size(rname, f"{rw}.name")] = quantity_int(q)
-            elif "/" in rname:
+            elif is_zone_device_resource(rname):
                 count = quantity_int(q)
+                if count > MAX_ZONE_COUNT:
+                    raise InputError(f"more than {MAX_ZONE_COUNT} devices in one zone", f"{rw}.capacity")
                 short = rname.rsplit("/", 1)[-1]
                 devices.extend(
                     Device(resource=rname, id=f"{short}-node{nid}-{k}", numa=(nid,))
@@ -347,6 +444,10 @@ def nrt_to_machine(obj: object) -> Machine:
                 distances=dict(sorted(distances.items())),
             )
         )
+    if ATTR_NO_TOPOLOGY in attrs:
+        for res, n in parse_counts(attrs[ATTR_NO_TOPOLOGY], f"attributes.{ATTR_NO_TOPOLOGY}").items():
+            short = res.rsplit("/", 1)[-1]
+            devices.extend(Device(resource=res, id=f"{short}-nonuma-{k}", numa=()) for k in range(n))
     seen: set[int] = set()
     for c in cpus:
         if c.id in seen:
@@ -357,7 +458,7 @@ def nrt_to_machine(obj: object) -> Machine:
         numa_nodes=tuple(nodes),
         cpus=tuple(sorted(cpus, key=lambda c: c.id)),
         devices=tuple(devices),
-        kubelet=_kubelet(obj, attrs),
+        kubelet=_kubelet(obj, attrs, len(nodes)),
     )
 
 

@@ -360,7 +360,9 @@ class ObservedUsage:
     * ``memory``: NUMA node -> resource -> bytes in use;
     * ``memory_groups``: NUMA node -> (cells, assignments) of its memory assignments (a node with
       memory in use and no entry is one single-node assignment);
-    * ``devices``: NUMA node -> resource -> how many devices in use.
+    * ``devices``: NUMA node -> resource -> how many devices in use;
+    * ``device_ids``: resource -> the ids of devices in use (exact, e.g. from the kubelet's
+      podresources API; ids the machine does not have are ignored).
     """
 
     cpus: Mapping[int, frozenset[int]] = field(default_factory=dict)
@@ -368,6 +370,7 @@ class ObservedUsage:
     memory: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     memory_groups: Mapping[int, tuple[tuple[int, ...], int]] = field(default_factory=dict)
     devices: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    device_ids: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def apply_observed(node: NodeView, observed: ObservedUsage, uid: str = OBSERVED_UID) -> NodeState:
@@ -408,6 +411,13 @@ def apply_observed(node: NodeView, observed: ObservedUsage, uid: str = OBSERVED_
             if ids:
                 work.devices.occupy(uid, f"node-{nid}", res, ids)
                 used_any = True
+    for res, wanted in sorted(observed.device_ids.items()):
+        taken_ids = work.devices.taken()
+        ids = sorted(d.id for d in m.devices
+                     if d.resource == res and d.id in wanted and (res, d.id) not in taken_ids)
+        if ids:
+            work.devices.occupy(uid, "devices", res, ids)
+            used_any = True
     if used_any:
         kc = m.kubelet
         work.pods[uid] = PodRecord(uid, uid, kc.topology_manager_policy, kc.topology_manager_scope,
