@@ -13,23 +13,27 @@ RSS, open file descriptors and the Python version come free.
 
 from __future__ import annotations
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-)
+import importlib
+from typing import Any
+
+from numalign.errors import InputError
+
+
+def _prometheus() -> Any:
+    """``prometheus_client`` (in the ``kube`` extra), imported when an extender starts."""
+    try:
+        return importlib.import_module("prometheus_client")
+    except ImportError:  # pragma: no cover - optional dependency
+        raise InputError("the extender needs prometheus-client (pip install 'numalign[kube]')") from None
+
 
 #: buckets of one node admission (seconds): 10 us .. ~2.6 s, a factor of 4 apart
 ADMISSION_BUCKETS = tuple(0.00001 * 4**k for k in range(10))
 #: buckets of one HTTP request (seconds)
 REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-#: the Content-Type of :meth:`ExtenderMetrics.exposition`
-CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: the Content-Type of :meth:`ExtenderMetrics.exposition` (the text format 0.0.4, which
+#: ``generate_latest`` writes)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "numalign_extender"
 
 
@@ -37,9 +41,11 @@ class ExtenderMetrics:
     """The extender's metrics (see the module docstring for the naming rule)."""
 
     def __init__(self) -> None:
-        r = self.registry = CollectorRegistry()
-        ProcessCollector(registry=r)
-        PlatformCollector(registry=r)
+        pc = self._client = _prometheus()
+        Counter, Gauge, Histogram = pc.Counter, pc.Gauge, pc.Histogram
+        r = self.registry = pc.CollectorRegistry()
+        pc.ProcessCollector(registry=r)
+        pc.PlatformCollector(registry=r)
         self.admission_requests = Counter(
             f"{PREFIX}_topology_manager_admission_requests",
             "Node admissions the extender evaluated (as the kubelet's Topology Manager would).",
@@ -77,4 +83,5 @@ class ExtenderMetrics:
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
-        return generate_latest(self.registry)
+        text: bytes = self._client.generate_latest(self.registry)
+        return text

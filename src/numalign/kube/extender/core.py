@@ -20,9 +20,8 @@ import json
 import sys
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import ipaddress
 import json
@@ -22,8 +23,8 @@ from numalign.errors import InputError, NumalignError
 from numalign.kube.extender import wire
 from numalign.kube.extender.core import ExtenderCore
 from numalign.kube.extender.sources import ApiSource, DirSource, run_source
-from numalign.kube.metrics import CONTENT_TYPE
 from numalign.kube.extender.wire import BadRequest
+from numalign.kube.metrics import CONTENT_TYPE
 from numalign.kube.openapi import openapi_document
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
@@ -211,7 +212,9 @@ class ExtenderServer(ThreadingHTTPServer):
         return 200, b"ok"
 
     def server_close(self) -> None:
-        self._overflow.close()
+        overflow = getattr(self, "_overflow", None)  # absent when the bind failed
+        if overflow is not None:
+            overflow.close()
         super().server_close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -466,6 +469,26 @@ def api_binder(api: Any) -> Callable[[str, str, str, str], None]:
     return bind
 
 
+def _listen(host: str, port: int, flag: str, make: Callable[[tuple[str, int]], ExtenderServer],
+            ) -> ExtenderServer:
+    if not 0 <= port <= 65535:
+        raise InputError(f"port {port} is out of range (0-65535)", flag)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as e:
+            raise InputError(f"cannot resolve {host!r}: {getattr(e, 'strerror', None) or e}",
+                             "--host") from None
+    try:
+        return make((host, port))
+    except OSError as e:
+        why = e.strerror or str(e)
+        where = "--host" if e.errno == errno.EADDRNOTAVAIL and flag == "--port" else flag
+        raise InputError(f"cannot listen on {host}:{port}: {why}", where) from None
+
+
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -479,36 +502,66 @@ def serve(
     timeout: float = 10.0,
     resync: float = 1.0,
     assume_ttl: float = 120.0,
+    health_host: str = "0.0.0.0",
+    health_port: int | None = None,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> int:
-    """``numalign extender serve``: run until interrupted."""
+    """``numalign extender serve``: run until interrupted. Every bad flag or configuration is
+    an :class:`InputError` (one line, exit 2) before anything starts."""
+    from numalign.kube import apiconfig
+
     if (tls_cert is None) != (tls_key is None):
         raise InputError("give both --tls-cert and --tls-key")
+    for flag, value in (("--timeout", timeout), ("--resync", resync), ("--assume-ttl", assume_ttl)):
+        if not value > 0:
+            raise InputError("must be positive", flag)
+    if max_body <= 0:
+        raise InputError("must be positive", "--max-body")
+    if max_connections <= 0:
+        raise InputError("must be positive", "--max-connections")
     ctx = tls_context(tls_cert, tls_key) if tls_cert and tls_key else None
     source: DirSource | ApiSource
     binder = None
     if nrt_dir:
+        if not os.path.isdir(nrt_dir):
+            raise InputError("no such directory" if not os.path.exists(nrt_dir)
+                             else "not a directory", f"--nrt-dir {nrt_dir}")
         source = DirSource(nrt_dir)
     elif kubeconfig or in_cluster:
-        from numalign.kube.exporter import api_client
-
-        api = api_client(kubeconfig)
+        api = apiconfig.from_kubeconfig(kubeconfig) if kubeconfig else apiconfig.in_cluster()
         source = ApiSource(api)
         binder = api_binder(api)
     else:
         raise InputError("give --nrt-dir DIR or --kubeconfig FILE (or --in-cluster)")
     core = ExtenderCore(assume_ttl=assume_ttl, binder=binder)
-    server = ExtenderServer((host, port), core, max_body=max_body, timeout=timeout,
-                            ssl_context=ctx)
+    server = _listen(host, port, "--port", lambda addr: ExtenderServer(
+        addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
+        max_connections=max_connections))
+    servers = [server]
+    if health_port is not None:
+        try:
+            servers.append(_listen(health_host, health_port, "--health-port",
+                                   lambda addr: ExtenderServer(addr, core, timeout=timeout,
+                                                               serve_verbs=False)))
+        except InputError:
+            server.server_close()
+            raise
     stop = threading.Event()
     t = threading.Thread(target=run_source, args=(core, source, stop, resync), daemon=True)
     t.start()
+    for extra in servers[1:]:
+        threading.Thread(target=extra.serve_forever, daemon=True).start()
+        print(f"numalign extender: health and metrics on {extra.url}", file=sys.stderr)
     print(f"numalign extender: serving on {server.url}", file=sys.stderr)
     try:
         server.serve_forever()
     finally:
         stop.set()
-        with contextlib.suppress(Exception):
-            server.server_close()
+        for srv in servers:
+            with contextlib.suppress(Exception):
+                if srv is not server:
+                    srv.shutdown()
+                srv.server_close()
     return 0
 
 
