@@ -90,7 +90,7 @@ def _check_attributes(items: Any, where: str) -> None:
     for i, a in enumerate(items):
         if isinstance(a, dict) and isinstance(a.get("name"), str) and isinstance(a.get("value"), str):
             name = a["name"]
-            if name.endswith(("Cpus", "CPUs", "NumaGroup")):
+            if name.lower().endswith(("cpus", "numagroup")):
                 _check_cpulist_text(a["value"], f"{where}[{i}].value")
 
 
