@@ -18,6 +18,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
         from numalign.kube.apiconfig import default_client
 
         default_client(args.kubeconfig, "--apply")
+    if args.metrics_port is not None:  # /metrics for the DaemonSet's probes and scrapes
+        from numalign.kube.metrics import serve_exporter_metrics
+
+        serve_exporter_metrics(args.metrics_host, args.metrics_port)
     sources = ExportSources(
         machine=args.machine, sysfs_root=args.sysfs_root, kubelet_config=args.kubelet_config,
         kubelet_state=args.kubelet_state, state_dir=args.state_dir, node_name=args.node_name,
@@ -58,6 +62,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
                    help="how often state-file mtimes are checked (default 1)")
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve /metrics (process metrics) on this port while exporting")
+    p.add_argument("--metrics-host", default="0.0.0.0", metavar="ADDR",
+                   help="listen address of --metrics-port (default: all)")
     p.set_defaults(handler=_cmd_export)
 
     p = sub.add_parser("extender", help="kube-scheduler extender service")

@@ -85,3 +85,23 @@ class ExtenderMetrics:
         """The registry in the Prometheus text format."""
         text: bytes = self._client.generate_latest(self.registry)
         return text
+
+
+def serve_exporter_metrics(host: str, port: int) -> Any:
+    """Serve the exporter's ``/metrics`` (process metrics and ``numalign_exporter_info``) on a
+    daemon thread - what its DaemonSet probes and scrapes. Returns the HTTP server."""
+    pc = _prometheus()
+    r = pc.CollectorRegistry()
+    pc.ProcessCollector(registry=r)
+    pc.PlatformCollector(registry=r)
+    info = pc.Info("numalign_exporter", "The numalign NodeResourceTopology exporter.", registry=r)
+    from numalign import __version__
+
+    info.info({"version": __version__})
+    if not 0 <= port <= 65535:
+        raise InputError(f"port {port} is out of range (0-65535)", "--metrics-port")
+    try:
+        server, _ = pc.start_http_server(port, addr=host, registry=r)
+    except OSError as e:
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}", "--metrics-port") from None
+    return server
