@@ -44,6 +44,9 @@ ENGINE_ANNOTATIONS = (VOLCANO_ANNOTATION, KOORDINATOR_ANNOTATION)
 CACHE_PER_NODE = 64
 #: pods remembered between /filter and /bind (least recently filtered are dropped)
 MAX_REMEMBERED_PODS = 4096
+#: distinct pod shapes given a small integer id (the per-node caches' key); least recently
+#: seen shapes lose theirs (their cache entries then age out)
+MAX_SHAPES = 16_384
 
 
 def engine_pod(pod: Pod) -> Pod:
@@ -76,7 +79,8 @@ class NodeEntry:
     node: Node
     version: int = 0
     assumed: dict[str, Assumed] = field(default_factory=dict)
-    cache: OrderedDict[Any, tuple[int, bool, int, str]] = field(default_factory=OrderedDict)
+    #: shape id -> (node version, passed, NUMA count, reason); LRU once half full
+    cache: OrderedDict[int, tuple[int, bool, int, str]] = field(default_factory=OrderedDict)
 
 
 def _digest(obj: Any) -> str:
@@ -142,6 +146,8 @@ class ExtenderCore:
         self._pods: OrderedDict[str, Pod] = OrderedDict()  # uid -> last pod seen (for /bind)
         self._broken_digest: dict[str, str] = {}
         self._with_assumed: set[str] = set()
+        self._shapes: OrderedDict[Any, int] = OrderedDict()
+        self._next_shape = 0
 
     @property
     def max_numa(self) -> int:
@@ -253,13 +259,28 @@ class ExtenderCore:
 
     # --------------------------------------------------------------------- decide
 
-    def _check(self, entry: NodeEntry, pod: Pod, shape: Any) -> tuple[bool, int, str]:
+    def _shape_id(self, pod: Pod) -> int:
+        """A small integer for the pod's engine shape (hashing the nested shape tuple once per
+        request, not once per node)."""
+        shape = pod.shape
+        sid = self._shapes.get(shape)
+        if sid is None:
+            self._next_shape += 1
+            sid = self._shapes[shape] = self._next_shape
+            while len(self._shapes) > MAX_SHAPES:
+                self._shapes.popitem(last=False)
+        else:
+            self._shapes.move_to_end(shape)
+        return sid
+
+    def _check(self, entry: NodeEntry, pod: Pod, shape: int) -> tuple[bool, int, str]:
         a = entry.assumed.get(pod.uid)
         if a is not None:
             return True, a.numa_count, ""
         hit = entry.cache.get(shape)
         if hit is not None and hit[0] == entry.version:
-            entry.cache.move_to_end(shape)
+            if len(entry.cache) > CACHE_PER_NODE // 2:  # order matters only near eviction
+                entry.cache.move_to_end(shape)
             return hit[1], hit[2], hit[3]
         assert self.profile.filter is not None
         t0 = time.perf_counter()
@@ -287,7 +308,7 @@ class ExtenderCore:
                 self._expire()
             pod = engine_pod(pod)
             self._remember(pod)
-            shape = pod.shape
+            shape = self._shape_id(pod)
             passed: list[str] = []
             failed: dict[str, str] = {}
             for name in names:
@@ -311,7 +332,7 @@ class ExtenderCore:
         passing nodes of this request."""
         with self._lock:
             pod = engine_pod(pod)
-            shape = pod.shape
+            shape = self._shape_id(pod)
             passing: list[tuple[int, int]] = []  # (position in names, NUMA node count)
             for k, name in enumerate(names):
                 entry = self.nodes.get(name)
