@@ -98,6 +98,10 @@ class _Overflow:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
         self.thread.join(5)
+        if not self.thread.is_alive():
+            self.sel.close()
+            self._wake_r.close()
+            self._wake_w.close()
 
     def _answer(self, sock: socket.socket, head: bytes) -> None:
         line = head.split(b"\r\n", 1)[0].split(b" ")
