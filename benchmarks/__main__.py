@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-MODULES = ["merge_bench", "admission_bench", "scheduler_bench", "extender_bench"]
+MODULES = ["merge_bench", "admission_bench", "scheduler_bench", "extender_bench", "informer_bench"]
 
 
 def main(argv: list[str]) -> int:

@@ -25,10 +25,11 @@ from numalign.cli import build_parser
 from numalign.kube.openapi import openapi_document
 
 DEPLOY = REPO / "deploy"
-MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml"))
+MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
 MODELS = {
     ("v1", "ServiceAccount"): "V1ServiceAccount",
     ("v1", "ConfigMap"): "V1ConfigMap",
+    ("v1", "Service"): "V1Service",
     ("apps/v1", "Deployment"): "V1Deployment",
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
@@ -181,6 +182,7 @@ def test_scheduler_configuration_extenders() -> None:
 #: what the fake discovery serves: path -> (resource, kind, namespaced)
 DISCOVERY = {
     "/api/v1": [("serviceaccounts", "ServiceAccount", True), ("configmaps", "ConfigMap", True),
+                ("services", "Service", True),
                 ("namespaces", "Namespace", False), ("pods", "Pod", True)],
     "/apis/apps/v1": [("deployments", "Deployment", True), ("daemonsets", "DaemonSet", True)],
     "/apis/rbac.authorization.k8s.io/v1": [
@@ -253,7 +255,8 @@ def test_kubectl_apply_dry_run_client(tmp_path: Path) -> None:
     }))
     try:
         r = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "apply",
-                            "--dry-run=client", "--validate=false", "-f", str(DEPLOY)],
+                            "--dry-run=client", "--validate=false",
+                            *(arg for p in MANIFESTS for arg in ("-f", str(p)))],
                            capture_output=True, text=True, timeout=120,
                            env={**os.environ, "KUBECACHEDIR": str(tmp_path / "cache"),
                                 "HOME": str(tmp_path)})

@@ -14,6 +14,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise InputError("give one of --kubelet-state and --state-dir")
     if args.interval is not None and args.interval <= 0:
         raise InputError("must be positive", "--interval")
+    if args.apply:  # the API configuration, checked before anything is read or exported
+        from numalign.kube.apiconfig import default_client
+
+        default_client(args.kubeconfig, "--apply")
+    if args.metrics_port is not None:  # /metrics for the DaemonSet's probes and scrapes
+        from numalign.kube.metrics import serve_exporter_metrics
+
+        serve_exporter_metrics(args.metrics_host, args.metrics_port)
     sources = ExportSources(
         machine=args.machine, sysfs_root=args.sysfs_root, kubelet_config=args.kubelet_config,
         kubelet_state=args.kubelet_state, state_dir=args.state_dir, node_name=args.node_name,
@@ -29,7 +37,8 @@ def _cmd_extender_serve(args: argparse.Namespace) -> int:
     return serve(host=args.host, port=args.port, nrt_dir=args.nrt_dir, kubeconfig=args.kubeconfig,
                  in_cluster=args.in_cluster, tls_cert=args.tls_cert, tls_key=args.tls_key,
                  max_body=args.max_body, timeout=args.timeout, resync=args.resync,
-                 assume_ttl=args.assume_ttl)
+                 assume_ttl=args.assume_ttl, health_host=args.health_host,
+                 health_port=args.health_port, max_connections=args.max_connections)
 
 
 def add_commands(sub: Any) -> None:
@@ -56,6 +65,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
                    help="how often state-file mtimes are checked (default 1)")
     p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve /metrics (process metrics) on this port while exporting")
+    p.add_argument("--metrics-host", default="0.0.0.0", metavar="ADDR",
+                   help="listen address of --metrics-port (default: all)")
     p.set_defaults(handler=_cmd_export)
 
     p = sub.add_parser("extender", help="kube-scheduler extender service")
@@ -75,4 +88,11 @@ def add_commands(sub: Any) -> None:
                    help="NRT directory poll / API re-list period")
     s.add_argument("--assume-ttl", type=float, default=120.0, metavar="SECONDS",
                    help="drop an assumed pod after this long if the NRT has not shown it")
+    s.add_argument("--max-connections", type=int, default=256, metavar="N",
+                   help="connections served at once (the others: /healthz answered, else 503)")
+    s.add_argument("--health-port", type=int, metavar="PORT",
+                   help="also serve GET /healthz, /readyz, /metrics (only) on this port, e.g. "
+                        "for the kubelet's probes and Prometheus while --host stays loopback")
+    s.add_argument("--health-host", default="0.0.0.0", metavar="ADDR",
+                   help="listen address of --health-port (default: all)")
     s.set_defaults(handler=_cmd_extender_serve)

@@ -1,171 +1,107 @@
-"""A small, thread-safe Prometheus text exposition (format 0.0.4) for the extender.
+"""The extender's Prometheus metrics, with ``prometheus_client``.
 
-Hand-written rather than ``prometheus_client``: three metric types with labels are all the
-service needs, and it keeps the extender free of dependencies beyond the standard library.
+Every name carries numalign's own prefix: the extender evaluates node admissions the way the
+kubelet's Topology Manager would, but it is not the kubelet, and its series must not be mistaken
+for the kubelet's (``kubelet_topology_manager_admission_requests_total``,
+``..._errors_total``, ``..._duration_ms`` with buckets ``ExponentialBuckets(0.05, 2, 15)`` ms).
+The names mirror the kubelet's where the meaning matches, with SI units (seconds).
+
+Each :class:`ExtenderMetrics` has its own registry (so several extenders can live in one
+process, as in the tests) with the process and platform collectors registered: CPU seconds,
+RSS, open file descriptors and the Python version come free.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-from collections.abc import Sequence
+import importlib
+from typing import Any
 
-#: the kubelet's topology manager histogram buckets (seconds)
-ADMISSION_BUCKETS = (
-    0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-)
+from numalign.errors import InputError
+
+
+def _prometheus() -> Any:
+    """``prometheus_client`` (in the ``kube`` extra), imported when an extender starts."""
+    try:
+        return importlib.import_module("prometheus_client")
+    except ImportError:  # pragma: no cover - optional dependency
+        raise InputError("the extender needs prometheus-client (pip install 'numalign[kube]')") from None
+
+
+#: buckets of one node admission (seconds): 10 us .. ~2.6 s, a factor of 4 apart
+ADMISSION_BUCKETS = tuple(0.00001 * 4**k for k in range(10))
+#: buckets of one HTTP request (seconds)
 REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-
-Labels = tuple[tuple[str, str], ...]
-
-
-def _escape(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(labels: Labels, extra: Labels = ()) -> str:
-    items = labels + extra
-    if not items:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in items) + "}"
-
-
-def _num(v: float) -> str:
-    if math.isinf(v):
-        return "+Inf"
-    return repr(float(v)) if not float(v).is_integer() else str(int(v))
-
-
-class Metric:
-    kind = "untyped"
-
-    def __init__(self, name: str, help_text: str) -> None:
-        self.name = name
-        self.help = help_text
-        self._lock = threading.Lock()
-
-    def lines(self) -> list[str]:
-        raise NotImplementedError
-
-
-class Counter(Metric):
-    kind = "counter"
-
-    def __init__(self, name: str, help_text: str) -> None:
-        super().__init__(name, help_text)
-        self._values: dict[Labels, float] = {}
-
-    def inc(self, amount: float = 1.0, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-    def value(self, **labels: str) -> float:
-        return self._values.get(tuple(sorted(labels.items())), 0.0)
-
-    def lines(self) -> list[str]:
-        with self._lock:
-            items = sorted(self._values.items())
-        if not items:
-            items = [((), 0.0)]
-        return [f"{self.name}{_labels(k)} {_num(v)}" for k, v in items]
-
-
-class Gauge(Counter):
-    kind = "gauge"
-
-    def set(self, value: float, **labels: str) -> None:
-        with self._lock:
-            self._values[tuple(sorted(labels.items()))] = value
-
-
-class Histogram(Metric):
-    kind = "histogram"
-
-    def __init__(self, name: str, help_text: str, buckets: Sequence[float]) -> None:
-        super().__init__(name, help_text)
-        self.buckets = tuple(sorted(buckets))
-        self._series: dict[Labels, tuple[list[int], list[float]]] = {}  # counts, [sum, count]
-
-    def observe(self, value: float, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        with self._lock:
-            counts, total = self._series.setdefault(key, ([0] * len(self.buckets), [0.0, 0.0]))
-            for i, b in enumerate(self.buckets):
-                if value <= b:
-                    counts[i] += 1
-            total[0] += value
-            total[1] += 1
-
-    def count(self, **labels: str) -> int:
-        s = self._series.get(tuple(sorted(labels.items())))
-        return int(s[1][1]) if s else 0
-
-    def lines(self) -> list[str]:
-        with self._lock:
-            items = sorted((k, (list(c), list(t))) for k, (c, t) in self._series.items())
-        if not items:
-            items = [((), ([0] * len(self.buckets), [0.0, 0.0]))]
-        out: list[str] = []
-        for key, (counts, total) in items:
-            for b, c in zip(self.buckets, counts, strict=True):
-                out.append(f"{self.name}_bucket{_labels(key, (('le', _num(b)),))} {c}")
-            out.append(f"{self.name}_bucket{_labels(key, (('le', '+Inf'),))} {_num(total[1])}")
-            out.append(f"{self.name}_sum{_labels(key)} {_num(total[0])}")
-            out.append(f"{self.name}_count{_labels(key)} {_num(total[1])}")
-        return out
-
-
-class Registry:
-    def __init__(self) -> None:
-        self.metrics: list[Metric] = []
-
-    def add(self, metric: Metric) -> Metric:
-        self.metrics.append(metric)
-        return metric
-
-    def counter(self, name: str, help_text: str) -> Counter:
-        m = Counter(name, help_text)
-        self.add(m)
-        return m
-
-    def gauge(self, name: str, help_text: str) -> Gauge:
-        m = Gauge(name, help_text)
-        self.add(m)
-        return m
-
-    def histogram(self, name: str, help_text: str, buckets: Sequence[float]) -> Histogram:
-        m = Histogram(name, help_text, buckets)
-        self.add(m)
-        return m
-
-    def exposition(self) -> str:
-        out: list[str] = []
-        for m in self.metrics:
-            out.append(f"# HELP {m.name} {m.help}")
-            out.append(f"# TYPE {m.name} {m.kind}")
-            out.extend(m.lines())
-        return "\n".join(out) + "\n"
+#: the Content-Type of :meth:`ExtenderMetrics.exposition` (the text format 0.0.4, which
+#: ``generate_latest`` writes)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+PREFIX = "numalign_extender"
 
 
 class ExtenderMetrics:
-    """The extender's metrics: the kubelet's topology-manager names plus per-verb requests."""
+    """The extender's metrics (see the module docstring for the naming rule)."""
 
     def __init__(self) -> None:
-        r = self.registry = Registry()
-        self.admission_requests = r.counter(
-            "topology_manager_admission_requests_total",
-            "Number of admission requests (numalign: node admissions evaluated by the extender).")
-        self.admission_errors = r.counter(
-            "topology_manager_admission_errors_total",
-            "Number of admission request failures (numalign: nodes that refused the pod).")
-        self.admission_duration = r.histogram(
-            "topology_manager_admission_duration_seconds",
-            "Duration in seconds of one node admission evaluation.", ADMISSION_BUCKETS)
-        self.requests = r.counter(
-            "numalign_extender_requests_total", "HTTP requests by verb and status code.")
-        self.request_duration = r.histogram(
-            "numalign_extender_request_duration_seconds", "HTTP request latency by verb.",
-            REQUEST_BUCKETS)
-        self.nodes = r.gauge("numalign_extender_nodes", "Nodes known from NodeResourceTopology.")
-        self.assumed = r.gauge("numalign_extender_assumed_pods", "Pods assumed on nodes.")
+        pc = self._client = _prometheus()
+        Counter, Gauge, Histogram = pc.Counter, pc.Gauge, pc.Histogram
+        r = self.registry = pc.CollectorRegistry()
+        pc.ProcessCollector(registry=r)
+        pc.PlatformCollector(registry=r)
+        self.admission_requests = Counter(
+            f"{PREFIX}_topology_manager_admission_requests",
+            "Node admissions the extender evaluated (as the kubelet's Topology Manager would).",
+            registry=r)
+        self.admission_errors = Counter(
+            f"{PREFIX}_topology_manager_admission_errors",
+            "Node admissions the extender evaluated that refused the pod.", registry=r)
+        self.admission_duration = Histogram(
+            f"{PREFIX}_topology_manager_admission_duration_seconds",
+            "Duration of one node admission evaluation, in seconds.",
+            buckets=ADMISSION_BUCKETS, registry=r)
+        self.requests = Counter(
+            f"{PREFIX}_requests", "HTTP requests by verb and status code.", ["code", "verb"],
+            registry=r)
+        self.request_duration = Histogram(
+            f"{PREFIX}_request_duration_seconds", "HTTP request latency by verb, in seconds.",
+            ["verb"], buckets=REQUEST_BUCKETS, registry=r)
+        self.nodes = Gauge(f"{PREFIX}_nodes", "Nodes known from NodeResourceTopology.",
+                           registry=r)
+        self.broken_nodes = Gauge(
+            f"{PREFIX}_unusable_nodes",
+            "Nodes whose NodeResourceTopology could not be used (refused with the reason).",
+            registry=r)
+        self.assumed = Gauge(f"{PREFIX}_assumed_pods", "Pods assumed on nodes.", registry=r)
+        self.node_updates = Counter(
+            f"{PREFIX}_node_updates", "NodeResourceTopology changes applied, by kind of event.",
+            ["event"], registry=r)
+        self.relists = Counter(
+            f"{PREFIX}_relists", "Full lists of NodeResourceTopology objects (start, expiry).",
+            registry=r)
+        self.overflow = Counter(
+            f"{PREFIX}_overflow_connections",
+            "Connections answered by the overflow responder (all worker slots busy), by outcome.",
+            ["outcome"], registry=r)
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        text: bytes = self._client.generate_latest(self.registry)
+        return text
+
+
+def serve_exporter_metrics(host: str, port: int) -> Any:
+    """Serve the exporter's ``/metrics`` (process metrics and ``numalign_exporter_info``) on a
+    daemon thread - what its DaemonSet probes and scrapes. Returns the HTTP server."""
+    pc = _prometheus()
+    r = pc.CollectorRegistry()
+    pc.ProcessCollector(registry=r)
+    pc.PlatformCollector(registry=r)
+    info = pc.Info("numalign_exporter", "The numalign NodeResourceTopology exporter.", registry=r)
+    from numalign import __version__
+
+    info.info({"version": __version__})
+    if not 0 <= port <= 65535:
+        raise InputError(f"port {port} is out of range (0-65535)", "--metrics-port")
+    try:
+        server, _ = pc.start_http_server(port, addr=host, registry=r)
+    except OSError as e:
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}", "--metrics-port") from None
+    return server

@@ -72,7 +72,9 @@ def _post(summary: str, req: str, resp: str) -> dict[str, Any]:
                 "400": {"description": "malformed request", **err},
                 "404": {"description": "unknown node (bind) or verb", **err},
                 "411": {"description": "Content-Length required", **err},
+                "408": {"description": "the body did not arrive within the deadline", **err},
                 "413": {"description": "body too large", **err},
+                "503": {"description": "every worker slot busy; retry (Retry-After: 1)", **err},
             },
         }
     }
@@ -80,7 +82,8 @@ def _post(summary: str, req: str, resp: str) -> dict[str, Any]:
 
 def _get(summary: str, ctype: str = "text/plain") -> dict[str, Any]:
     return {"get": {"summary": summary, "responses": {"200": {
-        "description": "ok", "content": {ctype: {"schema": {"type": "string"}}}}}}}
+        "description": "ok (answered even when every worker slot is busy)",
+        "content": {ctype: {"schema": {"type": "string"}}}}}}}
 
 
 def openapi_document() -> dict[str, Any]:

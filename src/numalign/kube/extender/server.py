@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
+import ipaddress
 import json
+import os
+import selectors
 import socket
 import ssl
 import sys
@@ -19,10 +24,161 @@ from numalign.kube.extender import wire
 from numalign.kube.extender.core import ExtenderCore
 from numalign.kube.extender.sources import ApiSource, DirSource, run_source
 from numalign.kube.extender.wire import BadRequest
+from numalign.kube.metrics import CONTENT_TYPE
 from numalign.kube.openapi import openapi_document
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 256
+#: connections the overflow responder holds at once (each for at most OVERFLOW_DEADLINE)
+MAX_OVERFLOW_CONNECTIONS = 4096
+OVERFLOW_DEADLINE = 2.0
+#: what each path answers to (``Allow`` of a 405)
+POST_VERBS = ("filter", "prioritize", "bind")
+GET_PATHS = ("metrics", "healthz", "readyz", "openapi.json")
+HEALTH_PATHS = ("healthz", "readyz", "metrics")
+
+
+class _DeadlineIO(io.RawIOBase):
+    """A socket's reading side under a deadline for the whole request (headers, then body),
+    not only per ``recv``: a client dribbling one byte a second cannot hold a worker."""
+
+    def __init__(self, sock: socket.socket, per_read: float) -> None:
+        super().__init__()
+        self.sock = sock
+        self.per_read = per_read
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        timeout = self.per_read
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("request deadline passed")
+            timeout = min(timeout, left)
+        self.sock.settimeout(timeout)
+        return self.sock.recv_into(b)
+
+
+class _Overflow:
+    """Answers connections that find every worker slot busy, on one thread with a selector:
+    ``GET /healthz`` (and ``/readyz``, ``/metrics``) as usual, everything else ``503`` with
+    ``Retry-After``. Each connection gets :data:`OVERFLOW_DEADLINE` seconds to send its
+    request line and headers; at most :data:`MAX_OVERFLOW_CONNECTIONS` are held."""
+
+    def __init__(self, server: ExtenderServer) -> None:
+        self.server = server
+        self.sel = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self.sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._pending: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._conns: dict[socket.socket, tuple[float, bytearray]] = {}
+        self._closed = False
+        self.thread = threading.Thread(target=self._run, name="numalign-overflow", daemon=True)
+        self.thread.start()
+
+    def offer(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self._closed or len(self._conns) + len(self._pending) >= MAX_OVERFLOW_CONNECTIONS:
+                self.server.core.metrics.overflow.labels("dropped").inc()
+                with contextlib.suppress(OSError):
+                    sock.close()
+                return
+            self._pending.append(sock)
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        self.thread.join(5)
+        if not self.thread.is_alive():
+            self.sel.close()
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def _answer(self, sock: socket.socket, head: bytes) -> None:
+        line = head.split(b"\r\n", 1)[0].split(b" ")
+        method = line[0] if line else b""
+        path = line[1].split(b"?", 1)[0].rstrip(b"/").rsplit(b"/", 1)[-1] if len(line) > 1 else b""
+        verb = path.decode("latin-1")
+        ctype = "text/plain"
+        if method in (b"GET", b"HEAD") and verb in HEALTH_PATHS:
+            status, body = self.server.health(verb)
+            ctype = CONTENT_TYPE if verb == "metrics" else "text/plain"
+            outcome = "health"
+        else:
+            status, body = 503, b'{"Error":"too many connections"}'
+            ctype = "application/json"
+            outcome = "busy"
+        self.server.core.metrics.overflow.labels(outcome).inc()
+        reason = {200: "OK", 503: "Service Unavailable"}.get(status, "Error")
+        out = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
+               f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+               + ("Retry-After: 1\r\n" if status == 503 else "") + "\r\n").encode()
+        if method != b"HEAD":
+            out += body
+        with contextlib.suppress(OSError):
+            sock.setblocking(True)
+            sock.settimeout(0.5)
+            sock.sendall(out)
+
+    def _drop(self, sock: socket.socket) -> None:
+        self._conns.pop(sock, None)
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.sel.unregister(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                pending, self._pending = self._pending, []
+                closed = self._closed
+            if closed:
+                for sock in list(self._conns) + pending:
+                    self._drop(sock)
+                return
+            now = time.monotonic()
+            for sock in pending:
+                try:
+                    sock.setblocking(False)
+                    self.sel.register(sock, selectors.EVENT_READ, sock)
+                    self._conns[sock] = (now + OVERFLOW_DEADLINE, bytearray())
+                except (OSError, ValueError):
+                    with contextlib.suppress(OSError):
+                        sock.close()
+            for key, _ in self.sel.select(timeout=0.1):
+                if key.data is None:
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)
+                    continue
+                sock = key.data
+                try:
+                    chunk = sock.recv(4096)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    chunk = b""
+                entry = self._conns.get(sock)
+                if not chunk or entry is None:
+                    self._drop(sock)
+                    continue
+                entry[1].extend(chunk)
+                if b"\r\n\r\n" in entry[1] or len(entry[1]) > 8192:
+                    self._answer(sock, bytes(entry[1]))
+                    self._drop(sock)
+            now = time.monotonic()
+            for sock, (deadline, _) in list(self._conns.items()):
+                if now > deadline:
+                    self.server.core.metrics.overflow.labels("timeout").inc()
+                    self._drop(sock)
 
 
 class ExtenderServer(ThreadingHTTPServer):
@@ -32,25 +188,47 @@ class ExtenderServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], core: ExtenderCore, *,
                  max_body: int = DEFAULT_MAX_BODY, timeout: float = 10.0,
                  ssl_context: ssl.SSLContext | None = None,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 header_timeout: float | None = None, body_timeout: float | None = None,
+                 serve_verbs: bool = True) -> None:
+        """``timeout``: the longest wait for one ``recv``/``send``; ``header_timeout``: for
+        the request line and headers of each request, counted from when the connection was
+        accepted or the previous answer was sent (idle keep-alive included; default
+        ``timeout``); ``body_timeout``: for the whole body (default ``timeout``).
+        ``serve_verbs=False``: only the GET endpoints (a health/metrics listener)."""
         self.core = core
         self.max_body = max_body
         self.socket_timeout = timeout
+        self.header_timeout = timeout if header_timeout is None else header_timeout
+        self.body_timeout = timeout if body_timeout is None else body_timeout
         self.ssl_context = ssl_context
+        self.serve_verbs = serve_verbs
         self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, ExtenderHandler)
+        self._overflow = _Overflow(self)
+
+    def health(self, verb: str) -> tuple[int, bytes]:
+        """(status, body) of ``GET /healthz``, ``/readyz`` or ``/metrics``."""
+        if verb == "metrics":
+            return 200, self.core.metrics.exposition()
+        if verb == "readyz" and not self.core.ready.is_set():
+            return 503, b"nodes not loaded yet"
+        return 200, b"ok"
+
+    def server_close(self) -> None:
+        overflow = getattr(self, "_overflow", None)  # absent when the bind failed
+        if overflow is not None:
+            overflow.close()
+        super().server_close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        # one thread per connection, but never more than max_connections at once
+        # one thread per connection, but never more than max_connections at once; the
+        # others go to the overflow responder (health answered, the rest 503)
         if not self._slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                request.settimeout(1.0)
-                if not isinstance(request, ssl.SSLSocket):
-                    body = b'{"Error":"too many connections"}'
-                    request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
-                                    b"application/json\r\nConnection: close\r\nContent-Length: "
-                                    + str(len(body)).encode() + b"\r\n\r\n" + body)
-            self.shutdown_request(request)
+            if isinstance(request, ssl.SSLSocket):
+                self.shutdown_request(request)
+            else:
+                self._overflow.offer(request)
             return
         try:
             super().process_request(request, client_address)
@@ -88,6 +266,18 @@ class ExtenderHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.request.settimeout(self.server.socket_timeout)
         super().setup()
+        self._raw = _DeadlineIO(self.connection, self.server.socket_timeout)
+        self.rfile = io.BufferedReader(self._raw)
+
+    def handle_one_request(self) -> None:
+        # the request line and headers must all arrive within header_timeout
+        self._raw.deadline = time.monotonic() + self.server.header_timeout
+        super().handle_one_request()
+
+    def finish(self) -> None:
+        super().finish()
+        with contextlib.suppress(Exception):
+            self._raw.close()
 
     def handle(self) -> None:
         try:
@@ -102,9 +292,13 @@ class ExtenderHandler(BaseHTTPRequestHandler):
 
     # --------------------------------------------------------------- responses
 
-    def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+    def _send(self, status: int, body: bytes, ctype: str = "application/json",
+              headers: Mapping[str, str] | None = None) -> None:
+        self.connection.settimeout(self.server.socket_timeout)
         self.send_response(status)
         self.send_header("Content-Type", ctype)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -123,21 +317,35 @@ class ExtenderHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         verb = self._verb()
-        core = self.server.core
-        if verb == "metrics":
-            text = core.metrics.registry.exposition().encode()
-            self._send(200, text, "text/plain; version=0.0.4; charset=utf-8")
-        elif verb == "healthz":
-            self._send(200, b"ok", "text/plain")
-        elif verb == "readyz":
-            if core.ready.is_set():
-                self._send(200, b"ok", "text/plain")
-            else:
-                self._send(503, b"nodes not loaded yet", "text/plain")
+        if verb in HEALTH_PATHS:
+            status, body = self.server.health(verb)
+            self._send(status, body, CONTENT_TYPE if verb == "metrics" else "text/plain")
         elif verb == "openapi.json":
             self._json(200, openapi_document())
+        elif verb in POST_VERBS and self.server.serve_verbs:
+            self._not_allowed("POST")
         else:
             self._json(404, wire.error_result(f"no such resource {self.path!r}"))
+
+    do_HEAD = do_GET
+
+    def _not_allowed(self, allow: str) -> None:
+        self.close_connection = True  # a body may follow that we do not read
+        self._send(405, json.dumps(wire.error_result(
+            f"method {self.command} not allowed on {self.path.split('?', 1)[0]!r}")).encode(),
+            headers={"Allow": allow})
+
+    def _other_method(self) -> None:
+        verb = self._verb()
+        if verb in POST_VERBS and self.server.serve_verbs:
+            self._not_allowed("POST")
+        elif verb in GET_PATHS:
+            self._not_allowed("GET, HEAD")
+        else:
+            self.close_connection = True
+            self._json(404, wire.error_result(f"no such resource {self.path!r}"))
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _other_method
 
     # ------------------------------------------------------------------ POST
 
@@ -161,6 +369,7 @@ class ExtenderHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise BadRequest(413, f"body larger than {self.server.max_body} bytes")
         try:
+            self._raw.deadline = time.monotonic() + self.server.body_timeout
             data = self.rfile.read(length)
         except (TimeoutError, OSError):
             self.close_connection = True
@@ -179,8 +388,15 @@ class ExtenderHandler(BaseHTTPRequestHandler):
         t0 = time.perf_counter()
         status = 500
         doc: Any
+        if verb in GET_PATHS or (verb in POST_VERBS and not self.server.serve_verbs):
+            if verb in GET_PATHS:
+                self._not_allowed("GET, HEAD")
+            else:
+                self.close_connection = True
+                self._json(404, wire.error_result(f"no such resource {self.path!r}"))
+            return
         try:
-            if verb not in ("filter", "prioritize", "bind"):
+            if verb not in POST_VERBS:
                 # drain what we can, then answer
                 self.close_connection = True
                 raise BadRequest(404, f"no such verb {verb!r}")
@@ -203,9 +419,9 @@ class ExtenderHandler(BaseHTTPRequestHandler):
             status, doc = 500, wire.error_result(f"internal error: {type(e).__name__}")
             print(f"numalign extender: internal error on {verb}: {e!r}", file=sys.stderr)
         self._json(status, doc)
-        label = verb if verb in ("filter", "prioritize", "bind") else "other"
-        core.metrics.requests.inc(verb=label, code=str(status))
-        core.metrics.request_duration.observe(time.perf_counter() - t0, verb=label)
+        label = verb if verb in POST_VERBS else "other"
+        core.metrics.requests.labels(str(status), label).inc()
+        core.metrics.request_duration.labels(label).observe(time.perf_counter() - t0)
 
     def _filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
         names, items = wire.node_args(args)
@@ -257,6 +473,26 @@ def api_binder(api: Any) -> Callable[[str, str, str, str], None]:
     return bind
 
 
+def _listen(host: str, port: int, flag: str, make: Callable[[tuple[str, int]], ExtenderServer],
+            ) -> ExtenderServer:
+    if not 0 <= port <= 65535:
+        raise InputError(f"port {port} is out of range (0-65535)", flag)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as e:
+            raise InputError(f"cannot resolve {host!r}: {getattr(e, 'strerror', None) or e}",
+                             "--host") from None
+    try:
+        return make((host, port))
+    except OSError as e:
+        why = e.strerror or str(e)
+        where = "--host" if e.errno == errno.EADDRNOTAVAIL and flag == "--port" else flag
+        raise InputError(f"cannot listen on {host}:{port}: {why}", where) from None
+
+
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -270,36 +506,66 @@ def serve(
     timeout: float = 10.0,
     resync: float = 1.0,
     assume_ttl: float = 120.0,
+    health_host: str = "0.0.0.0",
+    health_port: int | None = None,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> int:
-    """``numalign extender serve``: run until interrupted."""
+    """``numalign extender serve``: run until interrupted. Every bad flag or configuration is
+    an :class:`InputError` (one line, exit 2) before anything starts."""
+    from numalign.kube import apiconfig
+
     if (tls_cert is None) != (tls_key is None):
         raise InputError("give both --tls-cert and --tls-key")
+    for flag, value in (("--timeout", timeout), ("--resync", resync), ("--assume-ttl", assume_ttl)):
+        if not value > 0:
+            raise InputError("must be positive", flag)
+    if max_body <= 0:
+        raise InputError("must be positive", "--max-body")
+    if max_connections <= 0:
+        raise InputError("must be positive", "--max-connections")
     ctx = tls_context(tls_cert, tls_key) if tls_cert and tls_key else None
     source: DirSource | ApiSource
     binder = None
     if nrt_dir:
+        if not os.path.isdir(nrt_dir):
+            raise InputError("no such directory" if not os.path.exists(nrt_dir)
+                             else "not a directory", f"--nrt-dir {nrt_dir}")
         source = DirSource(nrt_dir)
     elif kubeconfig or in_cluster:
-        from numalign.kube.exporter import api_client
-
-        api = api_client(kubeconfig)
+        api = apiconfig.from_kubeconfig(kubeconfig) if kubeconfig else apiconfig.in_cluster()
         source = ApiSource(api)
         binder = api_binder(api)
     else:
         raise InputError("give --nrt-dir DIR or --kubeconfig FILE (or --in-cluster)")
     core = ExtenderCore(assume_ttl=assume_ttl, binder=binder)
-    server = ExtenderServer((host, port), core, max_body=max_body, timeout=timeout,
-                            ssl_context=ctx)
+    server = _listen(host, port, "--port", lambda addr: ExtenderServer(
+        addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
+        max_connections=max_connections))
+    servers = [server]
+    if health_port is not None:
+        try:
+            servers.append(_listen(health_host, health_port, "--health-port",
+                                   lambda addr: ExtenderServer(addr, core, timeout=timeout,
+                                                               serve_verbs=False)))
+        except InputError:
+            server.server_close()
+            raise
     stop = threading.Event()
     t = threading.Thread(target=run_source, args=(core, source, stop, resync), daemon=True)
     t.start()
+    for extra in servers[1:]:
+        threading.Thread(target=extra.serve_forever, daemon=True).start()
+        print(f"numalign extender: health and metrics on {extra.url}", file=sys.stderr)
     print(f"numalign extender: serving on {server.url}", file=sys.stderr)
     try:
         server.serve_forever()
     finally:
         stop.set()
-        with contextlib.suppress(Exception):
-            server.server_close()
+        for srv in servers:
+            with contextlib.suppress(Exception):
+                if srv is not server:
+                    srv.shutdown()
+                srv.server_close()
     return 0
 
 
