@@ -201,9 +201,12 @@ def check_tree(doc: Any, source: str | None) -> None:
                 raise InputError(f"nested deeper than {MAX_DEPTH} levels", source)
             items = value.values() if isinstance(value, dict) else value
             stack.extend((v, depth + 1) for v in items)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            if value.bit_length() > MAX_INT_DIGITS * 3.33:
-                raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
+        elif (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and value.bit_length() > MAX_INT_DIGITS * 3.33
+        ):
+            raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
 
 
 def loads_json(text: str | bytes, source: str | None) -> Any:

@@ -34,6 +34,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from numalign.cpulist import MAX_ID, format_cpulist, parse_cpumask
 from numalign.errors import InputError, one_line
@@ -264,13 +265,14 @@ def _parse_bounded(raw: bytes, source: str) -> ET.Element:
         raise InputError("XML entity declarations are not accepted", source)
     if _INTERNAL_SUBSET.search(raw):
         raise InputError("XML internal DTD subsets are not accepted", source)
-    parser = ET.XMLPullParser(events=("start", "end"))
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
     root: ET.Element | None = None
     depth = elements = 0
     try:
         for at in range(0, max(len(raw), 1), _CHUNK):
             parser.feed(raw[at : at + _CHUNK])
-            for event, el in parser.read_events():
+            for item in parser.read_events():
+                event, el = cast(tuple[str, ET.Element], item)
                 if event == "end":
                     depth -= 1
                     continue
