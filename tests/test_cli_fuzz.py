@@ -440,7 +440,7 @@ def _write_state(state_dir: Path, doc: dict[str, Any]) -> None:
 
 @SETTINGS
 @given(mutation=st.sampled_from(TREE_MUTATIONS), seed=st.integers(0, 2**32 - 1),
-       command=st.sampled_from(["state", "admit", "release", "export"]),
+       command=st.sampled_from(["state", "admit", "release", "export", "ps"]),
        resign=st.booleans())
 def test_state_files(seeds: dict[str, Any], mutation: str, seed: int, command: str,
                      resign: bool) -> None:
@@ -466,8 +466,36 @@ def test_state_files(seeds: dict[str, Any], mutation: str, seed: int, command: s
             "admit": ["admit", "--state-dir", str(d), str(PODS)],
             "release": ["release", "--state-dir", str(d), "default/a"],
             "export": ["export", "-m", str(FIG1), "--state-dir", str(d)],
+            "ps": ["ps", "--state-dir", str(d), "-o", "json"],
         }[command]
         check_run(argv)
+
+
+def _ps_with_runs(state: dict[str, Any], mutation: str, seed: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="numalign-fuzz-") as tmp:
+        d = Path(tmp) / "st"
+        _write_state(d, state)
+        runs = {"format": "numalign-runs", "version": 1, "runs": {"default/a": {"pid": 1}}}
+        (d / "runs.json").write_bytes(mutate_tree(runs, "json", random.Random(seed), mutation))
+        check_run(["ps", "--state-dir", str(d), "-o", "json"])
+
+
+@settings(SETTINGS, max_examples=30)
+@given(mutation=st.sampled_from([m for m in TREE_MUTATIONS if not m.startswith("deep")]),
+       seed=st.integers(0, 2**32 - 1))
+def test_runs_file(seeds: dict[str, Any], mutation: str, seed: int) -> None:
+    """``ps`` over a hostile runs.json beside a valid state."""
+    _ps_with_runs(seeds["state"], mutation, seed)
+
+
+@pytest.mark.xfail(strict=True, raises=RecursionError, reason=(
+    "launcher/runs.py read_runs (not this branch's file) decodes runs.json with json.loads and "
+    "catches ValueError only: STATE_DIR/runs.json = '[' * 100000 + ']' * 100000 next to a valid "
+    "state.json makes `numalign ps --state-dir STATE_DIR` raise RecursionError (traceback); "
+    "fix: numalign.yamlfiles.loads_json + catch InputError"))
+def test_runs_file_deep(seeds: dict[str, Any]) -> None:
+    for seed in range(4):  # depths 99, 150, 5000, 100000 among them
+        _ps_with_runs(seeds["state"], "deep", seed)
 
 
 @SETTINGS

@@ -70,8 +70,7 @@ def yaml_problem(e: Exception) -> str:
     return " ".join(f"{problem}{where}".split())
 
 
-def _too_big(size: int) -> str:
-    return f"larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB ({size} bytes)"
+_TOO_BIG = f"larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB"
 
 
 def _read_bytes(path: str, what: str) -> bytes:
@@ -92,14 +91,14 @@ def _read_bytes(path: str, what: str) -> bytes:
 def _read_capped(fh: IO[bytes], source: str) -> bytes:
     data = fh.read(MAX_DOCUMENT_BYTES + 1)
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise InputError(f"{_too_big(len(data))}: refused", source)
+        raise InputError(f"{_TOO_BIG}: refused", source)
     return data
 
 
 def decode_text(data: bytes, source: str | None) -> str:
     """``data`` as UTF-8 text (a BOM is dropped); otherwise a one-line error."""
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise InputError(f"{_too_big(len(data))}: refused", source)
+        raise InputError(f"{_TOO_BIG}: refused", source)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -156,7 +155,7 @@ def _cut(text: str, limit: int = 40) -> str:
 def load_yaml_all(text: str, source: str | None, *, invalid: str = "invalid YAML") -> list[Any]:
     """Every document of a YAML (or JSON) text, within the caps."""
     if len(text) > MAX_DOCUMENT_BYTES:
-        raise InputError(f"{_too_big(len(text))}: refused", source)
+        raise InputError(f"{_TOO_BIG}: refused", source)
     try:
         _check_yaml_events(text, source)
         return list(yaml.load_all(text, Loader=_BoundedLoader))
@@ -214,7 +213,7 @@ def loads_json(text: str | bytes, source: str | None) -> Any:
     if isinstance(text, bytes):
         text = decode_text(text, source)
     if len(text) > MAX_DOCUMENT_BYTES:
-        raise InputError(f"{_too_big(len(text))}: refused", source)
+        raise InputError(f"{_TOO_BIG}: refused", source)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
