@@ -188,24 +188,26 @@ def read_yaml_documents(path: str, what: str = "", *, invalid: str = "invalid YA
 
 def check_tree(doc: Any, source: str | None) -> None:
     """Refuse a decoded document beyond the depth, size and integer caps (iterative walk)."""
-    stack: list[tuple[Any, int]] = [(doc, 0)]
-    nodes = 0
+    max_bits = int(MAX_INT_DIGITS * 3.33)
+    if type(doc) is int and doc.bit_length() > max_bits:
+        raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
+    if not isinstance(doc, dict | list):
+        return
+    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(doc, 1)]
+    nodes = 1
     while stack:
         value, depth = stack.pop()
-        nodes += 1
+        if depth > MAX_DEPTH:
+            raise InputError(f"nested deeper than {MAX_DEPTH} levels", source)
+        children = value.values() if isinstance(value, dict) else value
+        nodes += len(children)
         if nodes > MAX_NODES:
             raise InputError(f"more than {MAX_NODES} values", source)
-        if isinstance(value, dict | list):
-            if depth >= MAX_DEPTH:
-                raise InputError(f"nested deeper than {MAX_DEPTH} levels", source)
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((v, depth + 1) for v in items)
-        elif (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and value.bit_length() > MAX_INT_DIGITS * 3.33
-        ):
-            raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif type(child) is int and child.bit_length() > max_bits:
+                raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
 
 
 def loads_json(text: str | bytes, source: str | None) -> Any:
