@@ -637,6 +637,8 @@ def _big_documents(tmp: Path) -> dict[str, Path]:
     cap = make_sysfs(tmp / "cap")
     (cap / SYSFS_FILES[1]).write_text("0-99999999999\n")
     (cap / SYSFS_FILES[6]).write_text("0-" + "9" * 60_000)
+    (cap / SYSFS_FILES[3]).unlink()
+    os.mkfifo(cap / SYSFS_FILES[3])  # a plain read() would block forever
     out["sysfs"] = cap
     return out
 
