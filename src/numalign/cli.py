@@ -17,38 +17,22 @@ from numalign.errors import InputError, NumalignError
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise InputError(e.strerror or str(e), path) from None
-
-
-def _load_json(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}", where) from None
-
-
 def _cmd_merge(args: argparse.Namespace) -> int:
     from numalign.merge_case import run_case
+    from numalign.yamlfiles import loads_json, read_text
 
-    text = _read_text(args.file)
+    text = read_text(args.file, "merge case")
     out: TextIO = sys.stdout
     if not args.jsonl:
-        result = run_case(_load_json(text, args.file))
+        result = run_case(loads_json(text, args.file))
         out.write(json.dumps(result) + "\n")
         return 0
     failed = False
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 is JSON text
         if not line.strip():
             continue
         try:
-            result = run_case(_load_json(line, f"line {lineno}"))
+            result = run_case(loads_json(line, None))
         except NumalignError as e:
             failed = True
             result = {"error": f"line {lineno}: {e.message}"}

@@ -71,6 +71,15 @@ def _shown(text: str) -> str:
     return repr(_cut(text))
 
 
+def _number(digits: str, whole: str, field: str | None) -> int:
+    """``int(digits)``, refusing a number too long to convert (Python stops at 4,300 digits)."""
+    if len(digits) > 1000:
+        raise InputError(
+            f"invalid cpulist {_shown(whole)}: id {_cut(digits)} exceeds the maximum {MAX_ID}", field
+        )
+    return int(digits)
+
+
 def _capped(n: int, whole: str, field: str | None, maximum: int = MAX_ID) -> int:
     if n > maximum:
         raise InputError(f"invalid cpulist {_shown(whole)}: id {n} exceeds the maximum {maximum}", field)
@@ -104,7 +113,7 @@ def _kubelet_number(text: str, whole: str, field: str | None) -> int:
     text = text.strip(_PAD)
     if not _KUBELET_NUMBER.fullmatch(text):
         raise InputError(f"invalid cpulist {_shown(whole)}: {_shown(text)} is not a CPU number", field)
-    return _capped(int(text), whole, field)
+    return _capped(_number(text, whole, field), whole, field)
 
 
 def parse_cpulist(text: object, field: str | None = None) -> frozenset[int]:
@@ -139,7 +148,7 @@ def parse_cpulist(text: object, field: str | None = None) -> frozenset[int]:
 
 def _kernel_number(value: str, last: int | None, whole: str, field: str | None) -> int:
     if value != "N":
-        return int(value)
+        return _number(value, whole, field)
     if last is None:
         raise InputError(f"invalid cpulist {_shown(whole)}: 'N' needs the number of CPUs", field)
     return last

@@ -12,6 +12,16 @@ Every error numalign raises on purpose derives from :class:`NumalignError`. Two 
 
 from __future__ import annotations
 
+import re
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with newlines and other control characters escaped (``\\n``, ``\\x1b``):
+    an error message is one line whatever the values quoted in it."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
 
 class NumalignError(Exception):
     """Base class of every numalign error."""
@@ -19,6 +29,7 @@ class NumalignError(Exception):
     reason: str = "NumalignError"
 
     def __init__(self, message: str) -> None:
+        message = one_line(message)
         super().__init__(message)
         self.message = message
 

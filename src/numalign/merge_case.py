@@ -26,19 +26,25 @@ from numalign.policies import (
     parse_policy,
 )
 
-_CASE_KEYS = {"policy", "numa_nodes", "distances", "options", "providers", "scope"}
+_CASE_KEYS = ("policy", "numa_nodes", "distances", "options", "providers")
+#: the kubelet's ``--topology-manager-policy`` names (other spellings belong to NRT/Koordinator)
+_KUBELET_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 
 
 def parse_case(case: object) -> tuple[TopologyPolicy, list[ProviderHints]]:
     """Validate a case; every error names its field."""
     if not isinstance(case, Mapping):
         raise InputError("a case must be a JSON object", "case")
-    unknown = sorted(set(case) - _CASE_KEYS)
+    unknown = sorted(str(k) for k in case if k not in _CASE_KEYS)
     if unknown:
-        raise InputError("unknown field", unknown[0])
+        raise InputError(f"unknown field (a case has {', '.join(_CASE_KEYS)})", unknown[0][:60])
     if "policy" not in case:
         raise InputError("missing", "policy")
-    policy, _scope = parse_policy(case["policy"], "policy")
+    name = case["policy"]
+    if isinstance(name, str) and name not in _KUBELET_POLICIES:
+        shown = name if len(name) <= 60 else name[:60] + "..."
+        raise InputError(f'unknown policy: "{shown}"', "policy")  # the kubelet's message
+    policy, _scope = parse_policy(name, "policy")
     nodes = _parse_nodes(case.get("numa_nodes"))
     options = parse_options(case.get("options"), "options")
     distances = _parse_distances(case.get("distances"), nodes)

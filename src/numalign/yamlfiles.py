@@ -1,16 +1,65 @@
-"""Reading YAML/JSON files with one-line errors (every file reader of numalign uses these).
+"""Reading YAML/JSON documents with size caps and one-line errors (the one document reader).
 
-Errors are :class:`~numalign.errors.InputError` naming the path: ``cannot read <what>: <reason>``,
-``not UTF-8 text: ...``, ``invalid YAML: <problem> at line L, column C``.
+Every YAML or JSON document numalign reads from a user (machine specs, pods, NRT objects,
+cluster templates, device rules, merge cases, state files, kubelet checkpoints and configs)
+goes through this module. Errors are :class:`~numalign.errors.InputError` naming the source:
+``cannot read <what>: <reason>``, ``not UTF-8 text: ...``, ``invalid YAML: <problem> at line L,
+column C``, ``malformed JSON: <problem> at line L column C``.
+
+Caps (``docs/limits.md``), checked before the expensive step where possible:
+
+* :data:`MAX_DOCUMENT_BYTES` - a file (or stdin) larger than this is refused before it is
+  decoded;
+* :data:`MAX_DEPTH` - collections nested deeper than this. YAML is checked on libyaml's event
+  stream, which stops at the first level too deep (the C composer recurses without a limit and
+  crashes the interpreter on deep input; the pure-Python one takes seconds before failing);
+* :data:`MAX_NODES` - values in one file, counting every alias expansion (an "entity
+  expansion" document of a few lines that stands for billions of values is refused while it
+  is scanned); an alias inside the collection it names (a recursive document) is refused;
+* :data:`MAX_INT_DIGITS` - an integer literal longer than this (Python refuses more than 4,300
+  digits with a ValueError; YAML 1.1's base-60 integers are quadratic to convert).
+
+The C loader (``yaml.CSafeLoader``) is used when PyYAML was built with libyaml.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import re
+import sys
+from typing import IO, Any
 
 import yaml
 
 from numalign.errors import InputError
+
+#: the largest document (file or stdin) read, in bytes
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+#: the deepest nesting of lists/mappings accepted
+MAX_DEPTH = 100
+#: the most values (scalars and collections, aliases expanded) in one file
+MAX_NODES = 1_000_000
+#: the longest integer literal accepted, in characters (sign and prefix included)
+MAX_INT_DIGITS = 100
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_INT_LIKE = re.compile(r"[-+]?[0-9][0-9_:a-fA-FxXoObB]*")
+
+
+class _BoundedLoader(_Loader):  # type: ignore[valid-type,misc]
+    """The safe loader with integer literals bounded before ``int()`` sees them."""
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    value = loader.construct_scalar(node)
+    if isinstance(value, str) and len(value) > MAX_INT_DIGITS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"integer longer than {MAX_INT_DIGITS} digits", node.start_mark
+        )
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def yaml_problem(e: Exception) -> str:
@@ -21,15 +70,99 @@ def yaml_problem(e: Exception) -> str:
     return " ".join(f"{problem}{where}".split())
 
 
-def _text(path: str, what: str) -> str:
+_TOO_BIG = f"larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB"
+
+
+def _read_bytes(path: str, what: str) -> bytes:
+    label = f"cannot read {what}" if what else "cannot read"
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        if path == "-":
+            buffer = getattr(sys.stdin, "buffer", None)
+            if buffer is None:  # a text stream in place of stdin (tests, embedding)
+                text = sys.stdin.read(MAX_DOCUMENT_BYTES + 1)
+                return text.encode("utf-8", "surrogateescape")
+            return _read_capped(buffer, path)
+        with open(path, "rb") as fh:
+            return _read_capped(fh, path)
     except OSError as e:
-        label = f"cannot read {what}" if what else "cannot read"
         raise InputError(f"{label}: {e.strerror or e}", path) from None
+
+
+def _read_capped(fh: IO[bytes], source: str) -> bytes:
+    data = fh.read(MAX_DOCUMENT_BYTES + 1)
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise InputError(f"{_TOO_BIG}: refused", source)
+    return data
+
+
+def decode_text(data: bytes, source: str | None) -> str:
+    """``data`` as UTF-8 text (a BOM is dropped); otherwise a one-line error."""
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise InputError(f"{_TOO_BIG}: refused", source)
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text: {e.reason}", path) from None
+        raise InputError(f"not UTF-8 text: {e.reason} at byte {e.start}", source) from None
+
+
+def read_text(path: str, what: str = "") -> str:
+    """The UTF-8 text of ``path`` (``-`` = stdin), at most :data:`MAX_DOCUMENT_BYTES`."""
+    return decode_text(_read_bytes(path, what), path)
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+def _check_yaml_events(text: str, source: str | None) -> None:
+    """Walk libyaml's event stream; refuse depth, size and recursive aliases early."""
+    depth = 0
+    nodes = 0
+    sizes: dict[str, int] = {}
+    open_anchors: list[tuple[str | None, int]] = []
+    opened: set[str] = set()
+    for ev in yaml.parse(text, Loader=_Loader):
+        if isinstance(ev, yaml.CollectionStartEvent):
+            depth += 1
+            nodes += 1
+            if depth > MAX_DEPTH:
+                where = f" at line {ev.start_mark.line + 1}" if ev.start_mark else ""
+                raise InputError(f"nested deeper than {MAX_DEPTH} levels{where}", source)
+            open_anchors.append((ev.anchor, nodes))
+            if ev.anchor is not None:
+                opened.add(ev.anchor)
+        elif isinstance(ev, yaml.CollectionEndEvent):
+            depth -= 1
+            anchor, start = open_anchors.pop()
+            if anchor is not None:
+                sizes[anchor] = nodes - start + 1
+                opened.discard(anchor)
+        elif isinstance(ev, yaml.ScalarEvent):
+            nodes += 1
+            if ev.anchor is not None:
+                sizes[ev.anchor] = 1
+        elif isinstance(ev, yaml.AliasEvent):
+            if ev.anchor in opened:
+                raise InputError(f"recursive alias *{_cut(ev.anchor or '')}", source)
+            nodes += sizes.get(ev.anchor or "", 1)
+        if nodes > MAX_NODES:
+            raise InputError(f"more than {MAX_NODES} values (aliases expanded)", source)
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def load_yaml_all(text: str, source: str | None, *, invalid: str = "invalid YAML") -> list[Any]:
+    """Every document of a YAML (or JSON) text, within the caps."""
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise InputError(f"{_TOO_BIG}: refused", source)
+    try:
+        _check_yaml_events(text, source)
+        return list(yaml.load_all(text, Loader=_BoundedLoader))
+    except yaml.YAMLError as e:
+        raise InputError(f"{invalid}: {yaml_problem(e)}", source) from None
+    except RecursionError:  # defensive: the event check bounds the depth first
+        raise InputError(f"nested deeper than {MAX_DEPTH} levels", source) from None
 
 
 def read_yaml(path: str, what: str = "", *, invalid: str = "invalid YAML") -> Any:
@@ -37,17 +170,64 @@ def read_yaml(path: str, what: str = "", *, invalid: str = "invalid YAML") -> An
 
     ``invalid`` starts the message of a syntax error (discovery says "malformed YAML").
     """
-    text = _text(path, what)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise InputError(f"{invalid}: {yaml_problem(e)}", path) from None
+    docs = load_yaml_all(read_text(path, what), path, invalid=invalid)
+    if len(docs) > 1:
+        raise InputError(
+            f"{invalid}: expected a single document in the stream, found {len(docs)}", path
+        )
+    return docs[0] if docs else None
 
 
 def read_yaml_documents(path: str, what: str = "", *, invalid: str = "invalid YAML") -> list[Any]:
     """Every document of a multi-document YAML file, in order (empty ones included)."""
-    text = _text(path, what)
+    return load_yaml_all(read_text(path, what), path, invalid=invalid)
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def check_tree(doc: Any, source: str | None) -> None:
+    """Refuse a decoded document beyond the depth, size and integer caps (iterative walk)."""
+    max_bits = int(MAX_INT_DIGITS * 3.33)
+    if type(doc) is int and doc.bit_length() > max_bits:
+        raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
+    if not isinstance(doc, dict | list):
+        return
+    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(doc, 1)]
+    nodes = 1
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InputError(f"nested deeper than {MAX_DEPTH} levels", source)
+        children = value.values() if isinstance(value, dict) else value
+        nodes += len(children)
+        if nodes > MAX_NODES:
+            raise InputError(f"more than {MAX_NODES} values", source)
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif type(child) is int and child.bit_length() > max_bits:
+                raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
+
+
+def loads_json(text: str | bytes, source: str | None) -> Any:
+    """Decode one JSON document within the caps (``source`` names it in errors)."""
+    if isinstance(text, bytes):
+        text = decode_text(text, source)
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise InputError(f"{_TOO_BIG}: refused", source)
     try:
-        return list(yaml.safe_load_all(text))
-    except yaml.YAMLError as e:
-        raise InputError(f"{invalid}: {yaml_problem(e)}", path) from None
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}", source) from None
+    except RecursionError:
+        raise InputError(f"nested deeper than {MAX_DEPTH} levels", source) from None
+    except ValueError:  # an integer literal beyond Python's 4,300-digit conversion limit
+        raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source) from None
+    check_tree(doc, source)
+    return doc
+
+
+def read_json(path: str, what: str = "") -> Any:
+    """The JSON document in ``path`` (``-`` = stdin), within the caps."""
+    return loads_json(read_text(path, what), path)

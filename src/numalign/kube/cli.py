@@ -12,8 +12,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     if args.kubelet_state and args.state_dir:
         raise InputError("give one of --kubelet-state and --state-dir")
-    if args.interval is not None and args.interval <= 0:
+    if args.interval is not None and not args.interval > 0:  # `not >`: NaN too
         raise InputError("must be positive", "--interval")
+    if not args.poll > 0:
+        raise InputError("must be positive (0 would busy-wait)", "--poll")
     if args.apply:  # the API configuration, checked before anything is read or exported
         from numalign.kube.apiconfig import default_client
 

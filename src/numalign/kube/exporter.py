@@ -13,7 +13,7 @@ Sources, read afresh on every export:
 
 A source that cannot be read makes :meth:`Exporter.collect` raise; :func:`run_loop` then keeps
 the last good object (never publishes an empty or partial one), logs why on stderr and retries
-at the next interval. With ``--interval`` the loop also re-exports as soon as the mtime of a
+at the next interval; a single export (no ``--interval``) fails with one error line instead. With ``--interval`` the loop also re-exports as soon as the mtime of a
 state file (or the kubelet config) changes (polled every ``--poll`` seconds).
 """
 
@@ -31,13 +31,14 @@ from typing import Any, TextIO
 
 import yaml
 
-from numalign.errors import InputError, NumalignError
+from numalign.errors import InputError, NumalignError, one_line
 from numalign.kube.topology import build_nrt
 from numalign.machine.model import Machine
 from numalign.machine.spec import dump_machine, load_machine, read_machine_file
 from numalign.node.admission import Node
 from numalign.node.kubelet_import import CPU_FILE, MEMORY_FILE, import_kubelet_state
 from numalign.node.store import STATE_FILE
+from numalign.yamlfiles import read_yaml
 
 GROUP = "topology.node.k8s.io"
 VERSION = "v1alpha2"
@@ -49,13 +50,7 @@ PODRESOURCES_UID = "numalign.io/podresources"
 def read_kubelet_config(path: str) -> dict[str, Any]:
     """A KubeletConfiguration YAML file as a mapping (the fields the spec loader knows are
     checked when applied to a machine; the rest is ignored)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except OSError as e:
-        raise InputError(e.strerror or str(e), path) from None
-    except yaml.YAMLError as e:
-        raise InputError(f"invalid YAML: {str(e).splitlines()[0]}", path) from None
+    doc = read_yaml(path, "kubelet configuration")
     if not isinstance(doc, dict):
         raise InputError("a KubeletConfiguration must be a mapping", path)
     kind = doc.get("kind")
@@ -155,14 +150,20 @@ class Exporter:
         node.state = apply_observed(node, observed_usage(node, snap), PODRESOURCES_UID)
         return build_nrt(node, pod_keys=[p.key for p in snap.pods], name=name)
 
-    def refresh(self, log: TextIO | None = None) -> dict[str, Any] | None:
-        """Collect; on failure keep and return the last good object (None if there is none)."""
+    def refresh(self, log: TextIO | None = None, *, once: bool = False) -> dict[str, Any] | None:
+        """Collect; on failure keep and return the last good object (None if there is none).
+
+        ``once``: a single export, which will not retry: the failure is reported as an error.
+        """
         log = log if log is not None else sys.stderr
         try:
             obj = self.collect()
         except (NumalignError, OSError, ValueError) as e:
-            msg = e.message if isinstance(e, NumalignError) else str(e)
+            msg = one_line(e.message if isinstance(e, NumalignError) else str(e))
             self.last_error = msg
+            if once:
+                print(f"numalign export: error: cannot read a source: {msg}", file=log)
+                return None
             keep = "keeping the last good object" if self.last_good else "nothing published yet"
             print(f"numalign export: cannot read a source ({msg}); {keep}; retrying", file=log)
             return None
@@ -238,17 +239,21 @@ def run_loop(
 ) -> int:
     """Export once (``interval`` None) or until ``stop``: every ``interval`` seconds and when a
     watched file's mtime changes. Returns 0, or 1 when the single export failed."""
+    if interval is not None and not interval > 0:
+        raise InputError("must be a positive number of seconds", "--interval")
+    if not poll > 0:
+        raise InputError("must be a positive number of seconds", "--poll")
     stop = stop or threading.Event()
     log = log if log is not None else sys.stderr
     watched = exporter.sources.watched()
     while True:
         seen = _mtimes(watched)
-        obj = exporter.refresh(log)
+        obj = exporter.refresh(log, once=interval is None)
         if obj is not None:
             try:
                 publish(obj)
             except Exception as e:  # API errors: keep running, retry next round
-                print(f"numalign export: publish failed: {type(e).__name__}: {e}", file=log)
+                print(one_line(f"numalign export: publish failed: {type(e).__name__}: {e}"), file=log)
                 if interval is None:
                     return 1
         elif interval is None:

@@ -18,23 +18,42 @@ I/O below NUMA nodes, ``<distances>`` with ``latency`` children).
   Group with several NUMA nodes is near all of them); a device attached to the Machine itself
   has no locality (unless the machine has one node).
 
-The XML is parsed with the standard library; documents declaring entities are refused (no
-entity expansion, no external resources), which is all hwloc ever writes without.
+The XML is parsed with the standard library, under caps (``docs/limits.md``): at most
+:data:`MAX_XML_BYTES`, elements nested at most :data:`MAX_XML_DEPTH` deep and at most
+:data:`MAX_XML_ELEMENTS` elements (checked while the document is read, in chunks); the
+encoding must be UTF-8 (or ASCII/Latin-1), as hwloc writes; entity declarations and
+internal DTD subsets are refused (no entity expansion, no external resources; hwloc's own
+``<!DOCTYPE topology SYSTEM "hwloc2.dtd">`` is fine, it is never fetched).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
-from numalign.cpulist import format_cpulist, parse_cpumask
-from numalign.errors import InputError
+from numalign.cpulist import MAX_ID, format_cpulist, parse_cpumask
+from numalign.errors import InputError, one_line
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode
 from numalign.machine.sysfs import Discovery
+
+#: the largest hwloc XML document read, in bytes
+MAX_XML_BYTES = 64 * 1024 * 1024
+#: the deepest element nesting accepted (hwloc's deepest trees are a few tens of levels)
+MAX_XML_DEPTH = 128
+#: the most elements in one document
+MAX_XML_ELEMENTS = 2_000_000
+_CHUNK = 1 << 20
+_ENCODINGS = frozenset({"utf-8", "utf8", "us-ascii", "ascii", "iso-8859-1", "latin-1", "latin1"})
+_DECLARED_ENCODING = re.compile(rb"""\s*<\?xml[^>]*?encoding\s*=\s*["']([^"']{0,40})["']""")
+_INTERNAL_SUBSET = re.compile(rb"<!DOCTYPE[^>\[]*\[")
+_VERSION = re.compile(r"([0-9]{1,3})(?:\.[0-9]{1,3}){0,2}")
+_MAX_ATTR_DIGITS = 24
 
 _IO_TYPES = frozenset({"Bridge", "PCIDev", "OSDev", "Misc", "MemCache"})
 _PLAIN_SUBTYPES = frozenset({"", "DRAM"})
@@ -57,10 +76,16 @@ class _Obj:
         v = self.attrs.get(name)
         if v is None:
             return None
+        shown = repr(v if len(v) <= 40 else v[:40] + "...")
         try:
-            return int(v)
+            if len(v.strip()) > _MAX_ATTR_DIGITS:
+                raise ValueError(v)
+            n = int(v)
         except ValueError:
-            raise InputError(f"{self.type} {name}={v!r} is not an integer") from None
+            raise InputError(f"{self.type} {name}={shown} is not an integer") from None
+        if name == "os_index" and not 0 <= n <= MAX_ID:
+            raise InputError(f"{self.type} os_index {n} is outside 0-{MAX_ID}")
+        return n
 
     def ancestors(self) -> list[_Obj]:
         out = []
@@ -146,7 +171,7 @@ def _distances_v2(
         return None
     chosen = next((d for d in cands if d.get("name") == "NUMALatency"), None)
     if chosen is None:
-        chosen = next((d for d in cands if int(d.get("kind", "0")) & 4), cands[0])
+        chosen = next((d for d in cands if _kind(d) & 4), cands[0])
     try:
         n = int(chosen.get("nbobjs", "0"))
         indexes = [i for x in chosen.findall("indexes") for i in (x.text or "").split()]
@@ -171,6 +196,13 @@ def _distances_v2(
             except ValueError:
                 raise InputError(f"distances2: bad index {i!r}") from None
     return {a: {b: values[r * n + c] for c, b in enumerate(ids)} for r, a in enumerate(ids)}
+
+
+def _kind(d: ET.Element) -> int:
+    try:
+        return int(d.get("kind", "0")[:_MAX_ATTR_DIGITS])
+    except ValueError:
+        raise InputError(f"distances2 kind={d.get('kind', '')[:20]!r} is not an integer") from None
 
 
 def _distances_v1(root: ET.Element, nodes: list[_Obj]) -> dict[int, dict[int, int]] | None:
@@ -208,22 +240,69 @@ def parse_hwloc_xml(
 ) -> Discovery:
     """Discover from the text of an hwloc XML document. Malformed input -> :class:`InputError`."""
     raw = text.encode() if isinstance(text, str) else text
-    if b"<!ENTITY" in raw:
-        raise InputError("XML entity declarations are not accepted", source)
-    try:
-        root = ET.fromstring(raw)
-    except ET.ParseError as e:
-        raise InputError(f"malformed XML: {e}", source) from None
+    root = _parse_bounded(raw, source)
     try:
         return _discover(root, rules, name or source)
     except InputError as e:
         raise e.within(source) if e.field is None else e from None
+    except (ValueError, ArithmeticError) as e:  # a number no check foresaw
+        raise InputError(f"malformed hwloc XML: {one_line(str(e))[:120]}", source) from None
+
+
+def _parse_bounded(raw: bytes, source: str) -> ET.Element:
+    """The document's root element, refusing what :data:`MAX_XML_BYTES` and friends forbid."""
+    if len(raw) > MAX_XML_BYTES:
+        raise InputError(f"larger than {MAX_XML_BYTES // (1024 * 1024)} MiB: refused", source)
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in raw[:4]:
+        raise InputError("not UTF-8 text (hwloc writes UTF-8 XML)", source)
+    m = _DECLARED_ENCODING.match(raw)
+    if m is not None and m.group(1).decode("latin-1").lower() not in _ENCODINGS:
+        declared = one_line(m.group(1).decode("latin-1"))
+        raise InputError(
+            f'unsupported encoding "{declared}" in the XML declaration (hwloc writes UTF-8)', source
+        )
+    if b"<!ENTITY" in raw:
+        raise InputError("XML entity declarations are not accepted", source)
+    if _INTERNAL_SUBSET.search(raw):
+        raise InputError("XML internal DTD subsets are not accepted", source)
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
+    root: ET.Element | None = None
+    depth = elements = 0
+    try:
+        for at in range(0, max(len(raw), 1), _CHUNK):
+            parser.feed(raw[at : at + _CHUNK])
+            for item in parser.read_events():
+                event, el = cast(tuple[str, ET.Element], item)
+                if event == "end":
+                    depth -= 1
+                    continue
+                depth += 1
+                elements += 1
+                if root is None:
+                    root = el
+                if depth > MAX_XML_DEPTH:
+                    raise InputError(f"elements nested deeper than {MAX_XML_DEPTH} levels", source)
+                if elements > MAX_XML_ELEMENTS:
+                    raise InputError(f"more than {MAX_XML_ELEMENTS} elements", source)
+        parser.close()
+    except ET.ParseError as e:
+        raise InputError(f"malformed XML: {one_line(str(e))}", source) from None
+    except (LookupError, ValueError) as e:  # an encoding expat cannot use
+        raise InputError(f"unsupported XML encoding: {one_line(str(e))[:80]}", source) from None
+    if root is None:
+        raise InputError("malformed XML: no element found", source)
+    return root
 
 
 def _discover(root: ET.Element, rules: DeviceRules | None, name: str) -> Discovery:
     if root.tag != "topology":
         raise InputError(f"not an hwloc topology: root element <{root.tag}>")
-    version = int(float(root.get("version", "1.0")))
+    declared = root.get("version", "1.0")
+    vm = _VERSION.fullmatch(declared.strip())
+    if vm is None:
+        shown = declared if len(declared) <= 20 else declared[:20] + "..."
+        raise InputError(f'topology version="{shown}" is not a version like "2.0"')
+    version = int(vm.group(1))
     top = root.find("object")
     if top is None:
         raise InputError("no top-level <object> (truncated or empty topology)")
@@ -401,7 +480,7 @@ def _discover(root: ET.Element, rules: DeviceRules | None, name: str) -> Discove
         cpus=cpus,
         devices=(rules or DeviceRules()).name_devices(pci),
     )
-    return Discovery(machine=machine, warnings=warnings, pci=tuple(pci))
+    return Discovery(machine=machine, warnings=[one_line(w) for w in warnings], pci=tuple(pci))
 
 
 def load_hwloc_xml(
@@ -409,7 +488,8 @@ def load_hwloc_xml(
 ) -> Discovery:
     """Discover from an hwloc XML file."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_XML_BYTES + 1)
     except OSError as e:
         raise InputError(e.strerror or str(e), str(path)) from None
     d = parse_hwloc_xml(data, str(path), rules, None)

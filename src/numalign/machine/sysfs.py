@@ -17,6 +17,14 @@ What is read:
   root port and switch above (from the resolved device path), ``sriov_numvfs``, ``virtfn*``,
   ``physfn``, ``infiniband/`` and ``net/``.
 
+Hostile captures are bounded (``docs/limits.md``): a file read is at most
+:data:`MAX_SYSFS_FILE_BYTES` (a larger one, a FIFO or a device counts as unreadable), a number
+longer than 24 characters is unparsable, ``cpuN``/``nodeN`` entries above
+:data:`numalign.cpulist.MAX_ID` and PCI devices beyond :data:`MAX_PCI_DEVICES` are ignored with a
+warning, symlink loops read as missing files; a tarball is at most :data:`MAX_TARBALL_BYTES`,
+:data:`MAX_TAR_MEMBERS` members and :data:`MAX_TAR_CONTENT_BYTES` of content, and members
+larger than :data:`MAX_SYSFS_FILE_BYTES` are not unpacked.
+
 Real machines are messy; these are reported as warnings (:attr:`Discovery.warnings`), never
 as crashes: NUL-padded files, missing files, node ids that are not ``0..N-1``, memory-only
 nodes, an offline node 0, CPUs listed by nodes but absent, online CPUs on no online node (left
@@ -36,6 +44,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 import tarfile
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -43,14 +52,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from numalign.cpulist import format_cpulist, parse_cpumask, parse_kernel_cpulist
-from numalign.errors import InputError
+from numalign.cpulist import MAX_ID, format_cpulist, parse_cpumask, parse_kernel_cpulist
+from numalign.errors import InputError, one_line
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode
 
 _NODE_RE = re.compile(r"node(\d+)")
 _CPU_RE = re.compile(r"cpu(\d+)")
 _BUSID_RE = re.compile(r"[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+#: the largest sysfs/proc file read (kernel attributes are at most a page, 4 KiB)
+MAX_SYSFS_FILE_BYTES = 64 * 1024
+#: the most PCI functions read from ``bus/pci/devices``
+MAX_PCI_DEVICES = 65536
+#: the largest captured tarball opened, in bytes (compressed)
+MAX_TARBALL_BYTES = 256 * 1024 * 1024
+#: the most members scanned in a tarball
+MAX_TAR_MEMBERS = 200_000
+#: the most content (sum of member sizes) scanned in a tarball, in bytes
+MAX_TAR_CONTENT_BYTES = 256 * 1024 * 1024
+_MAX_NUMBER_CHARS = 24
 _TAR_SUFFIXES = (".tar.bz2", ".tbz2", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar")
 
 
@@ -135,9 +155,25 @@ def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
     """
     dest = Path(dest)
     try:
+        size = os.stat(tarball).st_size
+        if size > MAX_TARBALL_BYTES:
+            raise InputError(
+                f"capture larger than {MAX_TARBALL_BYTES // (1024 * 1024)} MiB: refused", str(tarball)
+            )
         with tarfile.open(tarball, "r:*") as tf:
             safe: list[tarfile.TarInfo] = []
-            for member in tf.getmembers():
+            scanned = content = 0
+            while (member := tf.next()) is not None:
+                scanned += 1
+                content += max(member.size, 0)
+                if scanned > MAX_TAR_MEMBERS or content > MAX_TAR_CONTENT_BYTES:
+                    raise InputError(
+                        f"capture has more than {MAX_TAR_MEMBERS} members or "
+                        f"{MAX_TAR_CONTENT_BYTES // (1024 * 1024)} MiB of content: refused",
+                        str(tarball),
+                    )
+                if member.isfile() and member.size > MAX_SYSFS_FILE_BYTES:
+                    continue
                 try:
                     checked = tarfile.data_filter(member, str(dest))
                 except tarfile.FilterError:
@@ -149,7 +185,7 @@ def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
             tf.extractall(dest, members=safe, filter="fully_trusted")
     except (OSError, tarfile.TarError, EOFError) as e:
         first = str(e).splitlines()[0].rstrip(":") if str(e) else type(e).__name__
-        raise InputError(f"cannot read capture: {first}", str(tarball)) from None
+        raise InputError(f"cannot read capture: {first[:200]}", str(tarball)) from None
     return find_root(dest)
 
 
@@ -178,9 +214,8 @@ class _Fs:
         return self.root / rel
 
     def text(self, rel: str, what: str | None = None) -> str | None:
-        try:
-            data = (self.root / rel).read_bytes()
-        except OSError:
+        data = self._read(rel)
+        if data is None:
             if what is not None:
                 self.missing.setdefault(what, []).append(rel)
             return None
@@ -189,11 +224,31 @@ class _Fs:
             data = data.replace(b"\x00", b"")
         return data.decode("utf-8", "replace").strip()
 
+    def _read(self, rel: str) -> bytes | None:
+        """The bytes of a regular file of at most :data:`MAX_SYSFS_FILE_BYTES`; else None
+        (missing, a symlink loop, a FIFO or device that could block, too large)."""
+        try:
+            fd = os.open(self.root / rel, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                data = fh.read(MAX_SYSFS_FILE_BYTES + 1)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return data if len(data) <= MAX_SYSFS_FILE_BYTES else None
+
     def int_(self, rel: str, what: str | None = None) -> int | None:
         t = self.text(rel, what)
         if t is None:
             return None
         try:
+            if len(t) > _MAX_NUMBER_CHARS:
+                raise ValueError(t)
             return int(t, 0) if t.startswith("0x") else int(t)
         except ValueError:
             if what is not None:
@@ -207,13 +262,25 @@ class _Fs:
             return []
 
 
-def _numbered(names: Iterable[str], pattern: re.Pattern[str]) -> list[int]:
+def _numbered(names: Iterable[str], pattern: re.Pattern[str], ignored: list[str] | None = None) -> list[int]:
+    """The ids of ``names`` matching ``pattern`` (``cpu12`` -> 12); ids above MAX_ID are
+    left out (and named in ``ignored``)."""
     out = []
     for n in names:
         m = pattern.fullmatch(n)
         if m:
-            out.append(int(m.group(1)))
+            digits = m.group(1)
+            if len(digits) > len(str(MAX_ID)) or int(digits) > MAX_ID:
+                if ignored is not None:
+                    ignored.append(n[:40])
+                continue
+            out.append(int(digits))
     return sorted(out)
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """A file's text quoted for a warning, cut short (it can be 64 KiB of garbage)."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _plural(ids: Iterable[int]) -> str:
@@ -233,14 +300,17 @@ class _RawCpu:
 
 def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
     base = "sys/devices/system/cpu"
-    ids = _numbered(fs.listdir(base), _CPU_RE)
+    too_high: list[str] = []
+    ids = _numbered(fs.listdir(base), _CPU_RE, too_high)
+    if too_high:
+        warnings.append(f"{base}: {', '.join(too_high[:3])}: ids above {MAX_ID} are ignored")
     online_txt = fs.text(f"{base}/online")
     online_set: frozenset[int] | None = None
     if online_txt is not None:
         try:
             online_set = parse_kernel_cpulist(online_txt)
         except InputError:
-            warnings.append(f"{base}/online is unparsable ({online_txt!r}); using cpuN/online")
+            warnings.append(f"{base}/online is unparsable ({_shown(online_txt)}); using cpuN/online")
     out: dict[int, _RawCpu] = {}
     no_topo: list[int] = []
     for c in ids:
@@ -315,14 +385,14 @@ def _read_node(fs: _Fs, n: int, warnings: list[str]) -> _RawNode:
         try:
             cpus = parse_kernel_cpulist(t)
         except InputError:
-            warnings.append(f"node {n}: cpulist unparsable ({t!r})")
+            warnings.append(f"node {n}: cpulist unparsable ({_shown(t)})")
     if cpus is None:
         t = fs.text(f"{d}/cpumap")
         if t is not None:
             try:
                 cpus = parse_cpumask(t)
             except InputError:
-                warnings.append(f"node {n}: cpumap unparsable ({t!r})")
+                warnings.append(f"node {n}: cpumap unparsable ({_shown(t)})")
     if cpus is None:
         links = _numbered(fs.listdir(d), _CPU_RE)
         if not links:
@@ -330,14 +400,14 @@ def _read_node(fs: _Fs, n: int, warnings: list[str]) -> _RawNode:
         cpus = frozenset(links)
     memory = 0
     meminfo = fs.text(f"{d}/meminfo")
-    m = re.search(r"MemTotal:\s*(\d+)\s*kB", meminfo or "")
+    m = re.search(r"MemTotal:\s*(\d{1,20})\s*kB", meminfo or "")
     if m:
         memory = int(m.group(1)) * 1024
     else:
         warnings.append(f"node {n}: no MemTotal in meminfo; memory taken as 0")
     huge: dict[int, int] = {}
     for h in fs.listdir(f"{d}/hugepages"):
-        hm = re.fullmatch(r"hugepages-(\d+)kB", h)
+        hm = re.fullmatch(r"hugepages-(\d{1,15})kB", h)
         if not hm:
             continue
         size = int(hm.group(1)) * 1024
@@ -352,14 +422,17 @@ def _read_node(fs: _Fs, n: int, warnings: list[str]) -> _RawNode:
         warnings.append(f"node {n}: no distance file")
     else:
         try:
-            row = [int(x) for x in dist.split()]
+            parts = dist.split()
+            if any(len(x) > _MAX_NUMBER_CHARS for x in parts):
+                raise ValueError(dist)
+            row = [int(x) for x in parts]
         except ValueError:
-            warnings.append(f"node {n}: distance unparsable ({dist!r})")
+            warnings.append(f"node {n}: distance unparsable ({_shown(dist)})")
     return _RawNode(n, cpus, memory, huge, row)
 
 
 def _proc_memtotal(fs: _Fs) -> int:
-    m = re.search(r"MemTotal:\s*(\d+)\s*kB", fs.text("proc/meminfo") or "")
+    m = re.search(r"MemTotal:\s*(\d{1,20})\s*kB", fs.text("proc/meminfo") or "")
     return int(m.group(1)) * 1024 if m else 0
 
 
@@ -367,7 +440,10 @@ def _read_nodes(
     fs: _Fs, cpu_ids: list[int], warnings: list[str]
 ) -> tuple[list[_RawNode], frozenset[int] | None, frozenset[int] | None]:
     base = "sys/devices/system/node"
-    dirs = set(_numbered(fs.listdir(base), _NODE_RE))
+    too_high: list[str] = []
+    dirs = set(_numbered(fs.listdir(base), _NODE_RE, too_high))
+    if too_high:
+        warnings.append(f"{base}: {', '.join(too_high[:3])}: ids above {MAX_ID} are ignored")
 
     def lst(name: str) -> frozenset[int] | None:
         t = fs.text(f"{base}/{name}")
@@ -376,7 +452,7 @@ def _read_nodes(
         try:
             return parse_kernel_cpulist(t)
         except InputError:
-            warnings.append(f"{base}/{name} unparsable ({t!r})")
+            warnings.append(f"{base}/{name} unparsable ({_shown(t)})")
             return None
 
     online = lst("online")
@@ -456,6 +532,9 @@ def _read_pci(
 ) -> list[PciDevice]:
     base = "sys/bus/pci/devices"
     names = fs.listdir(base)
+    if len(names) > MAX_PCI_DEVICES:
+        warnings.append(f"{base}: {len(names)} entries; only the first {MAX_PCI_DEVICES} are read")
+        names = names[:MAX_PCI_DEVICES]
     root_real = Path(os.path.realpath(fs.root))
     devices_dir = root_real / "sys" / "devices"
     out: list[PciDevice] = []
@@ -702,7 +781,7 @@ def read_sysfs(
         cpus=cpus,
         devices=(rules or DeviceRules()).name_devices(pci),
     )
-    return Discovery(machine=machine, warnings=warnings, pci=tuple(pci))
+    return Discovery(machine=machine, warnings=[one_line(w) for w in warnings], pci=tuple(pci))
 
 
 def load_sysfs(

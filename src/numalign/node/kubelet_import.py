@@ -10,7 +10,6 @@ match the machine's capacity), so a checkpoint from another machine is refused.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +18,16 @@ from numalign.machine.model import Machine
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.resources.cpu import CpuManager, CpuState
 from numalign.resources.memory import MemoryState
+from numalign.yamlfiles import read_json
 
 CPU_FILE = "cpu_manager_state"
 MEMORY_FILE = "memory_manager_state"
 
 
 def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists():
         return None
-    except OSError as e:
-        raise InputError(e.strerror or str(e), str(path)) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"malformed JSON: {e.msg} at line {e.lineno}", str(path)) from None
+    doc = read_json(str(path))
     if not isinstance(doc, dict):
         raise InputError("a kubelet checkpoint must be a JSON object", str(path))
     doc.pop("checksum", None)

@@ -34,7 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from numalign.errors import StateError
+from numalign.errors import InputError, StateError
+from numalign.yamlfiles import MAX_DOCUMENT_BYTES, loads_json
 
 FORMAT = "numalign-node-state"
 VERSION = 1
@@ -129,15 +130,16 @@ def load(state_dir: Path, machine: str | None) -> dict[str, Any] | None:
     """
     path = state_dir / STATE_FILE
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_DOCUMENT_BYTES + 1)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise StateError(f"{path}: cannot read: {e.strerror}") from None
     try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise StateError(f"{path}: corrupt state (not JSON); refusing to reset it") from None
+        doc = loads_json(raw, None)
+    except InputError as e:
+        raise StateError(f"{path}: corrupt state (not JSON: {e.message}); refusing to reset it") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise StateError(f"{path}: not a numalign node state (format field missing or wrong)")
     if doc.get("version") != VERSION:

@@ -1,0 +1,195 @@
+"""The caps of docs/limits.md, one by one: value, timing and message."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from numalign import yamlfiles
+from numalign.errors import InputError, one_line
+from numalign.kube.exporter import Exporter, ExportSources, run_loop
+from numalign.machine import hwloc, sysfs
+from numalign.merge_case import parse_case
+
+FIG1 = REPO / "examples" / "fig1.yaml"
+
+
+def _err(fn: object, *args: object) -> str:
+    with pytest.raises(InputError) as e:
+        fn(*args)  # type: ignore[operator]
+    msg = e.value.message
+    assert "\n" not in msg
+    return msg
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100_000 + "]" * 100_000,
+    "{a: " * 100_000 + "1" + "}" * 100_000,
+    "- " * 100_000 + "x",
+    "".join("  " * i + "a:\n" for i in range(3000)),
+])
+def test_deep_yaml_refused_at_once(text: str) -> None:
+    start = time.monotonic()
+    msg = _err(yamlfiles.load_yaml_all, text, "f.yaml")
+    assert time.monotonic() - start < 1.0
+    assert msg.startswith("f.yaml: nested deeper than 100 levels at line ")
+
+
+def test_depth_boundary() -> None:
+    assert yamlfiles.load_yaml_all("[" * 100 + "]" * 100, "f") == [_nest(100)]
+    _err(yamlfiles.load_yaml_all, "[" * 101 + "]" * 101, "f")
+    assert yamlfiles.loads_json("[" * 100 + "]" * 100, "f") == _nest(100)
+    assert "nested deeper" in _err(yamlfiles.loads_json, "[" * 101 + "]" * 101, "f")
+    assert "nested deeper" in _err(yamlfiles.loads_json, "[" * 100_000 + "]" * 100_000, "f")
+
+
+def _nest(n: int) -> list[object]:
+    out: list[object] = []
+    for _ in range(n - 1):
+        out = [out]
+    return out
+
+
+def test_alias_bomb_and_recursive_alias() -> None:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
+        lines.append(f"{cur}: &{cur} [" + ", ".join([f"*{prev}"] * 10) + "]")
+    start = time.monotonic()
+    assert "more than 1000000 values (aliases expanded)" in _err(
+        yamlfiles.load_yaml_all, "\n".join(lines), "f")
+    assert time.monotonic() - start < 2.0
+    assert _err(yamlfiles.load_yaml_all, "a: &a [*a]", "f") == "f: recursive alias *a"
+    assert yamlfiles.load_yaml_all("a: &a [1]\nb: *a", "f") == [{"a": [1], "b": [1]}]
+
+
+def test_integer_literals() -> None:
+    assert yamlfiles.load_yaml_all("a: " + "9" * 100, "f") == [{"a": int("9" * 100)}]
+    assert "integer longer than 100 digits at line 1" in _err(
+        yamlfiles.load_yaml_all, "a: " + "9" * 101, "f")
+    assert "integer longer than 100 digits" in _err(yamlfiles.load_yaml_all, "a: " + "1:" * 5000 + "1", "f")
+    assert _err(yamlfiles.loads_json, "[" + "9" * 5000 + "]", "f") == "f: integer longer than 100 digits"
+    assert _err(yamlfiles.loads_json, "[" + "9" * 200 + "]", "f") == "f: integer longer than 100 digits"
+
+
+def test_size_and_encoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "x.yaml"
+    f.write_bytes(b"a: 1\n" + b"#" * 100)
+    monkeypatch.setattr(yamlfiles, "MAX_DOCUMENT_BYTES", 64)
+    assert _err(yamlfiles.read_yaml, str(f)) == f"{f}: larger than 16 MiB: refused"
+    monkeypatch.undo()
+    f.write_bytes(b"a: \xff\n")
+    assert _err(yamlfiles.read_yaml, str(f)).startswith(f"{f}: not UTF-8 text: invalid start byte")
+    f.write_bytes(b"\xef\xbb\xbfa: 1\n")  # a BOM is fine
+    assert yamlfiles.read_yaml(str(f)) == {"a": 1}
+
+
+def test_messages_are_one_line() -> None:
+    assert one_line("a\nb\x1b[31m\u2028") == "a\\nb\\x1b[31m\\u2028"
+    assert InputError('unknown policy: "x\ny"', "policy").message == 'policy: unknown policy: "x\\ny"'
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ({"policy": "restricted", "numa_nodes": [0], "scope": "pod"}, "scope: unknown field"),
+    ({"policy": "Restricted", "numa_nodes": [0]}, 'policy: unknown policy: "Restricted"'),
+    ({"policy": "RestrictedPodLevel", "numa_nodes": [0]}, 'policy: unknown policy: "RestrictedPodLevel"'),
+    ({"policy": "", "numa_nodes": [0]}, 'policy: unknown policy: ""'),
+])
+def test_merge_case_is_kubelet_only(case: dict[str, object], message: str) -> None:
+    assert _err(parse_case, case).startswith(message)
+
+
+HWLOC = (REPO / "tests" / "test_cli_fuzz.py").read_text().split('HWLOC_XML = """', 1)[1].split('"""', 1)[0]
+
+
+@pytest.mark.parametrize(("xml", "message"), [
+    (HWLOC.replace('version="2.0"', 'version=""'), 'topology version="" is not a version like "2.0"'),
+    (HWLOC.replace('version="2.0"', 'version="1e999"'), 'topology version="1e999" is not'),
+    (HWLOC.replace('encoding="UTF-8"', 'encoding="bogus"'), 'unsupported encoding "bogus"'),
+    (HWLOC.replace('encoding="UTF-8"', 'encoding="UTF-16"'), 'unsupported encoding "UTF-16"'),
+    (HWLOC.replace('SYSTEM "hwloc2.dtd">', '[<!ATTLIST topology x CDATA "y">]>'), "internal DTD subsets"),
+    (HWLOC.replace('<object type="Core"', '<object type="Group">' * 200 + "</object>" * 200
+                   + '<object type="Core"', 1), "elements nested deeper than 128 levels"),
+    (HWLOC.replace('type="PU" os_index="3"', 'type="PU" os_index="99999999999"'),
+     "PU os_index 99999999999 is outside 0-65535"),
+    (HWLOC.replace('type="PU" os_index="3"', 'type="PU" os_index="' + "9" * 5000 + '"'),
+     "PU os_index='99999999999"),
+])
+def test_hwloc_hostile(xml: str, message: str) -> None:
+    assert message in _err(hwloc.parse_hwloc_xml, xml, "t.xml")
+
+
+def test_hwloc_seed_is_valid() -> None:
+    d = hwloc.parse_hwloc_xml(HWLOC, "t.xml")
+    assert d.machine.node_ids == (0, 1) and len(d.machine.cpus) == 4
+
+
+def _capture(tmp_path: Path) -> Path:
+    from test_cli_fuzz import make_sysfs
+
+    return make_sysfs(tmp_path / "cap")
+
+
+def test_sysfs_hostile_values(tmp_path: Path) -> None:
+    root = _capture(tmp_path)
+    topo = root / "sys/devices/system/cpu/cpu0/topology"
+    (topo / "thread_siblings_list").write_text("0-99999999999\n")
+    (topo / "core_id").write_text("9" * 5000)
+    os.unlink(topo / "physical_package_id")
+    os.mkfifo(topo / "physical_package_id")  # would block a plain read() forever
+    (root / "sys/devices/system/node/node1/cpulist").write_text("0-" + "9" * 60_000)
+    (root / "sys/devices/system/node/node0/distance").write_bytes(b"10 21 " * 20_000)
+    (root / "sys/devices/system/cpu/cpu99999999999").mkdir()
+    start = time.monotonic()
+    d = sysfs.load_sysfs(root)
+    assert time.monotonic() - start < 5.0
+    assert all("\n" not in w and len(w) < 300 for w in d.warnings)
+    assert any("cpu99999999999: ids above 65535 are ignored" in w for w in d.warnings)
+    assert d.machine.node_ids == (0, 1)
+
+
+def test_sysfs_tarball_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _capture(tmp_path)
+    big = root / "sys/devices/system/node/node0/meminfo"
+    big.write_bytes(b"MemTotal: 1 kB\n" + b" " * (sysfs.MAX_SYSFS_FILE_BYTES + 1))
+    tar = tmp_path / "cap.tar.gz"
+    with tarfile.open(tar, "w:gz") as tf:
+        tf.add(root, arcname="cap")
+    d = sysfs.load_sysfs(tar)  # the oversized member is not unpacked: memory taken as 0
+    assert d.machine.numa_nodes[0].memory == 0
+    monkeypatch.setattr(sysfs, "MAX_TAR_MEMBERS", 10)
+    assert "capture has more than 10 members" in _err(sysfs.load_sysfs, tar)
+
+
+def test_export_poll_and_single_failure(tmp_path: Path) -> None:
+    exporter = Exporter(ExportSources(machine=str(FIG1), kubelet_state=str(tmp_path / "none")))
+    with pytest.raises(InputError, match="--poll"):
+        run_loop(exporter, lambda o: None, interval=1.0, poll=0.0)
+    log = io.StringIO()
+    assert run_loop(exporter, lambda o: None, interval=None, log=log) == 1
+    assert log.getvalue().startswith("numalign export: error: cannot read a source: ")
+    assert "retrying" not in log.getvalue() and log.getvalue().count("\n") == 1
+
+
+@pytest.mark.parametrize("value", ["[" * 100_000 + "]" * 100_000, '{"a": ' + "9" * 5000 + "}"])
+@pytest.mark.xfail(strict=True, raises=(RecursionError, ValueError), reason=(
+    "pod_policy.py (not this branch's file) decodes the Koordinator annotation "
+    "scheduling.koordinator.sh/numa-topology-spec with json.loads and catches JSONDecodeError "
+    "only: a value of '[' * 100000 or an integer of 5,000 digits raises RecursionError / "
+    "ValueError (a traceback from admit on a dynamic node); fix: numalign.yamlfiles.loads_json"))
+def test_koordinator_annotation_is_bounded(value: str) -> None:
+    from numalign.pod_policy import KOORDINATOR_ANNOTATION, pod_policy
+    from numalign.pods import parse_pods
+
+    doc = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "annotations": {KOORDINATOR_ANNOTATION: value}},
+           "spec": {"containers": [{"name": "c"}]}}
+    (pod,) = parse_pods([doc])
+    with pytest.raises(InputError):
+        pod_policy(pod)
