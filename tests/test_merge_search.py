@@ -326,8 +326,8 @@ def spec_machines(draw: st.DrawFn) -> Any:
             "topologyManagerPolicyOptions": options,
             "cpuManagerPolicy": "static", "reservedSystemCPUs": "0",
             "cpuManagerPolicyOptions": cpu_options,
-            "memoryManagerPolicy": "Static", "systemReserved": {"memory": "512Mi"},
-            "reservedMemory": [{"numaNode": 0, "limits": {"memory": "512Mi"}}],
+            "memoryManagerPolicy": "Static", "systemReserved": {"memory": "412Mi"},
+            "reservedMemory": [{"numaNode": 0, "limits": {"memory": "512Mi"}}],  # + 100Mi eviction
             "featureGates": {"CPUManagerPolicyAlphaOptions": True, "CPUManagerPolicyBetaOptions": True},
         },
     })

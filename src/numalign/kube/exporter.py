@@ -148,7 +148,7 @@ class Exporter:
         snap = read_podresources(socket)
         node = Node(machine_with_allocatable(machine, snap.allocatable))
         node.state = apply_observed(node, observed_usage(node, snap), PODRESOURCES_UID)
-        return build_nrt(node, pod_keys=[p.key for p in snap.pods], name=name)
+        return build_nrt(node, pod_keys=[p.key for p in snap.pods], name=name, node_level=False)
 
     def refresh(self, log: TextIO | None = None, *, once: bool = False) -> dict[str, Any] | None:
         """Collect; on failure keep and return the last good object (None if there is none).

@@ -283,6 +283,8 @@ def _node_requested(node: Node, attrs: Mapping[str, str]) -> None:
     predicate admission (other producers' NRTs lack them: the machine's own figures stay)."""
     if ATTR_NODE_ALLOCATABLE in attrs:
         node.allocatable = _amounts(attrs[ATTR_NODE_ALLOCATABLE], f"attributes.{ATTR_NODE_ALLOCATABLE}")
+    else:  # another producer's NRT: zones only; node-level fit is kube-scheduler's
+        node.check_node_fit = False
     raw, count = attrs.get(ATTR_NODE_REQUESTED), attrs.get(ATTR_NODE_PODS)
     if raw is None or count is None:
         return

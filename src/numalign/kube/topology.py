@@ -76,8 +76,13 @@ def _options_text(opts: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(opts.items()))
 
 
-def build_nrt(node: Node, pod_keys: Iterable[str] | None = None, name: str | None = None) -> dict[str, Any]:
+def build_nrt(node: Node, pod_keys: Iterable[str] | None = None, name: str | None = None,
+              *, node_level: bool = True) -> dict[str, Any]:
     """The NodeResourceTopology of ``node`` (its machine, kubelet configuration and state).
+
+    ``node_level``: publish the node's allocatable and the admitted pods' requests (numalign
+    attributes for the kubelet's predicate admission); off where the requests are unknown
+    (podresources reports what pods hold, not what they request).
 
     ``pod_keys`` is the pod set the fingerprint covers (default: the state's pods).
     """
@@ -126,11 +131,11 @@ def build_nrt(node: Node, pod_keys: Iterable[str] | None = None, name: str | Non
     if k.cpu_manager_policy == CPU_STATIC and node.reserved_cpus:
         attrs.append({"name": ATTR_RESERVED_CPUS, "value": format_cpulist(node.reserved_cpus)})
     attrs.append({"name": ATTR_MEMORY_POLICY, "value": k.memory_manager_policy})
-    requested, count = node.requested()
-    attrs.append({"name": ATTR_NODE_REQUESTED,
-                  "value": amounts_text(requested)})
-    attrs.append({"name": ATTR_NODE_PODS, "value": str(count)})
-    attrs.append({"name": ATTR_NODE_ALLOCATABLE, "value": amounts_text(node.allocatable)})
+    if node_level:
+        requested, count = node.requested()
+        attrs.append({"name": ATTR_NODE_REQUESTED, "value": amounts_text(requested)})
+        attrs.append({"name": ATTR_NODE_PODS, "value": str(count)})
+        attrs.append({"name": ATTR_NODE_ALLOCATABLE, "value": amounts_text(node.allocatable)})
     taken = node.state.devices.taken()
     in_use: dict[str, int] = {}
     for d in machine.devices:

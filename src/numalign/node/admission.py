@@ -113,6 +113,9 @@ class Node:
         #: NRT's ``numalign.io/nodeRequested``), added to the state's pods in predicate admission
         self.external_requests: dict[str, int] = {}
         self.external_pods = 0
+        #: False where node-level figures are unknown (an NRT of another producer): the
+        #: kube-scheduler's own NodeResourcesFit judges node-level fit there
+        self.check_node_fit = True
         #: what happened on the way (a reconcile's kept and dropped pods), for the CLI to show
         self.notes: list[str] = []
         self.state = state if state is not None else NodeState.empty(machine)
@@ -187,7 +190,7 @@ class Node:
                              f"pod {pod.key} is already admitted on this node", policy=pol, scope=sc), None
         requests = {r: v for r, v in effective_pod_requests(pod).items() if v > 0}
         used, count = self.requested()
-        short = fits(self.allocatable, requests, used, count)
+        short = fits(self.allocatable, requests, used, count) if self.check_node_fit else []
         if short:
             return PodResult(pod, False, short[0].reason, short[0].message, policy=pol,
                              scope=sc), None
