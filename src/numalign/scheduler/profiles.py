@@ -4,6 +4,10 @@
   the node's Topology Manager decides after binding (and may reject).
 * ``nrt-snn``  - scheduler-plugins NodeResourceTopologyMatch: filters single-numa-node nodes
   only, against per-NUMA available amounts; LeastAllocated.
+* ``nrt-snn-least-numa`` / ``nrt-snn-most-allocated`` / ``nrt-snn-balanced`` - the same filter
+  with the plugin's own score on top of LeastAllocated: ``LeastNUMANodes`` (every policy) or
+  the per-NUMA-zone MostAllocated / BalancedAllocation (single-numa-node nodes), all from the
+  published NRT (:mod:`numalign.scheduler.nrt_scores`).
 * ``volcano``  - Volcano numa-aware: its own predicate (old merge rule, app containers, CPUs
   only) and its numa-aware score (weight 10) on top of LeastAllocated.
 * ``numalign`` - the node engine is the filter (exact); LeastAllocated + LeastNUMANodes,
@@ -27,6 +31,8 @@ from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filte
 from numalign.scheduler.scorers import (
     LeastNumaNodes,
     NodeScore,
+    NrtLeastNumaNodes,
+    NrtZoneScore,
     NumaScore,
     VolcanoNumaAware,
     least_allocated,
@@ -52,6 +58,11 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "default": Profile("default", None),
     "nrt-snn": Profile("nrt-snn", nrt_snn_filter),
+    "nrt-snn-least-numa": Profile("nrt-snn-least-numa", nrt_snn_filter, numa_score=NrtLeastNumaNodes()),
+    "nrt-snn-most-allocated": Profile(
+        "nrt-snn-most-allocated", nrt_snn_filter, numa_score=NrtZoneScore("MostAllocated")
+    ),
+    "nrt-snn-balanced": Profile("nrt-snn-balanced", nrt_snn_filter, numa_score=NrtZoneScore("BalancedAllocation")),
     "volcano": Profile("volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10),
     "numalign": Profile("numalign", exact_filter, numa_score=LeastNumaNodes(), exact=True),
 }
