@@ -120,3 +120,165 @@ def test_allocate(machine: Machine, request_: int, free: range, hint: tuple[int,
     except NumalignError:
         got = set()  # Volcano's provider answers an empty cpuset on failure
     assert got == want
+
+
+# ------------------------------------------------------------- Volcano on the cluster side
+
+
+def _snn_machine(policy: str = "single-numa-node") -> Machine:
+    return load_machine({
+        "name": "vc", "shape": {"sockets": 2, "coresPerNuma": 4},
+        "kubelet": {"cpuManagerPolicy": "static", "topologyManagerPolicy": policy, "kubeReserved": {"cpu": "1"}},
+    })
+
+
+def _pod(name: str, cpus: int, annotations: dict[str, str] | None = None) -> object:
+    from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
+
+    req = {"cpu": cpus * 1000, "memory": 1 << 30}
+    c = Container("main", ContainerKind.APP, requests=req, limits=dict(req))
+    return Pod("t", name, default_uid("t", name), QOSClass.GUARANTEED, (c,), dict(annotations or {}))
+
+
+@pytest.mark.parametrize(("task", "node", "passes"), [
+    ("single-numa-node", "single-numa-node", True),
+    ("single-numa-node", "restricted", False),
+    ("single-numa-node", "best-effort", False),
+    ("restricted", "restricted", True),
+    ("best-effort", "single-numa-node", False),
+    ("SingleNUMANode", "single-numa-node", False),  # Volcano compares the strings
+])
+def test_volcano_policy_match_filter(task: str, node: str, passes: bool) -> None:
+    from numalign.node.admission import Node
+    from numalign.scheduler.filters import volcano_filter
+
+    pod = _pod("p", 2, {"volcano.sh/numa-topology-policy": task})
+    assert volcano_filter(Node(_snn_machine(node)), pod).passed is passes  # type: ignore[arg-type]
+
+
+def test_volcano_weight_is_configurable() -> None:
+    from numalign.errors import InputError
+    from numalign.scheduler import get_profile
+
+    assert get_profile("volcano").numa_weight == 10
+    assert get_profile("volcano:weight=3").numa_weight == 3
+    assert get_profile("volcano:weight=3").numa_score == get_profile("volcano").numa_score
+    for bad in ("volcano:weight=x", "volcano:weight=-1", "volcano:speed=1", "default:weight=2"):
+        with pytest.raises(InputError):
+            get_profile(bad)
+
+
+JOB = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  schedulerName: volcano
+  tasks:
+  - name: worker
+    replicas: 2
+    topologyPolicy: single-numa-node
+    template:
+      metadata: {annotations: {numalign.io/duration-seconds: "30"}}
+      spec:
+        containers:
+        - name: c
+          resources:
+            requests: {cpu: "4", memory: 4Gi}
+            limits: {cpu: "4", memory: 4Gi}
+  - name: ps
+    template:
+      spec:
+        containers:
+        - name: c
+          resources: {requests: {cpu: "1"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: plain}
+spec:
+  containers: [{name: c, image: x}]
+"""
+
+
+def test_volcano_job_tasks_become_pods_with_their_policy(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from numalign.pod_policy import VOLCANO_ANNOTATION
+    from numalign.sim.manifests import read_manifest_dir
+
+    d = Path(str(tmp_path))
+    (d / "job.yaml").write_text(JOB)
+    wl = read_manifest_dir(d)
+    pods = {a.pod.key: a for a in wl.arrivals}
+    assert sorted(pods) == ["default/plain", "ml/train-ps-0", "ml/train-worker-0", "ml/train-worker-1"]
+    w = pods["ml/train-worker-1"]
+    assert w.pod.annotations[VOLCANO_ANNOTATION] == "single-numa-node" and w.duration_s == 30
+    assert VOLCANO_ANNOTATION not in pods["ml/train-ps-0"].pod.annotations
+
+
+def test_volcano_job_errors_name_the_field(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from numalign.errors import InputError
+    from numalign.sim.manifests import read_manifest_dir
+
+    d = Path(str(tmp_path))
+    (d / "job.yaml").write_text(JOB.replace("topologyPolicy: single-numa-node", "topologyPolicy: widest"))
+    with pytest.raises(InputError, match=r"spec\.tasks\[0\]\.topologyPolicy"):
+        read_manifest_dir(d)
+
+
+def test_numatopo_export_import_round_trip() -> None:
+    """Export a node with admitted pods as a Numatopology; reading it back gives the same
+    machine and, through apply_observed, the same CPUs in use."""
+    from numalign.machine.numatopo import numatopo_to_machine
+    from numalign.node.admission import Node
+    from numalign.node.numatopo import build_numatopo, numatopo_usage
+    from numalign.node.usage import apply_observed, pods_usage
+
+    m = load_machine({
+        "name": "vc", "shape": {"sockets": 2, "coresPerNuma": 4, "threadsPerCore": 2},
+        "kubelet": {"cpuManagerPolicy": "static", "topologyManagerPolicy": "single-numa-node",
+                    "reservedSystemCPUs": "0", "kubeReserved": {"cpu": "1", "memory": "1Gi"}},
+    })
+    node = Node(m)
+    for k, n in enumerate((2, 4, 3)):
+        assert node.admit(_pod(f"p{k}", n)).admitted  # type: ignore[arg-type]
+    obj = build_numatopo(node, "vc")
+    spec = obj["spec"]
+    assert obj["kind"] == "Numatopology" and spec["policies"]["TopologyManagerPolicy"] == "single-numa-node"
+    assert spec["numares"]["cpu"]["capacity"] == 16 and spec["resReserved"]["memory"] == str(1 << 30)
+    held = {c for pu in pods_usage(m, node.state) for cu in pu.containers for c in cu.cpus}
+    assert len(held) == 9 and len(spec["podAllocations"]) == 3
+    back = numatopo_to_machine(obj)
+    assert [(c.id, c.numa, c.socket, c.core) for c in back.cpus] == [(c.id, c.numa, c.socket, c.core) for c in m.cpus]
+    assert back.kubelet.system_reserved["memory"] == 1 << 30
+    usage = numatopo_usage(obj, m)
+    assert set().union(*usage.cpus.values()) == held
+    fresh = Node(m)
+    state = apply_observed(fresh, usage)
+    again = {c for pu in pods_usage(m, state) for cu in pu.containers for c in cu.cpus}
+    assert again == held
+    # allocatable alone (an older exporter without podAllocations) says the same
+    del spec["podAllocations"]
+    assert set().union(*numatopo_usage(obj, m).cpus.values()) == held
+
+
+def test_export_numatopo_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    """``numalign export -o numatopo`` prints the Numatopology; it reads back as the machine."""
+    import yaml
+
+    from conftest import shared_path
+    from numalign.cli import main
+    from numalign.machine.numatopo import numatopo_to_machine
+    from numalign.machine.sysfs import load_sysfs
+
+    tarball = shared_path("topologies", "hwloc", "linux", "48amd64-4pa2n6c-sparse.tar.bz2")
+    assert main(["export", "--sysfs-root", str(tarball), "--node-name", "w1", "-o", "numatopo"]) == 0
+    obj = yaml.safe_load(capsys.readouterr().out)
+    assert obj["apiVersion"] == "nodeinfo.volcano.sh/v1alpha1" and obj["metadata"]["name"] == "w1"
+    m = load_sysfs(tarball).machine
+    back = numatopo_to_machine(obj)
+    assert {c.id: c.numa for c in back.cpus} == {c.id: c.numa for c in m.cpus}
+    assert obj["spec"]["numares"]["cpu"]["capacity"] == len(m.cpus)

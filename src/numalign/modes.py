@@ -166,21 +166,18 @@ def _hints(lst: HintList) -> list[TopologyHint]:
 
 def _cannot_satisfy(providers: Sequence[ProviderHints]) -> list[str]:
     """Resources a provider answered with an empty list, sorted."""
-    out = []
+    out: list[str] = []
     for p in providers:
         if not p:
             continue
-        out.extend(name for name, hints in p.items() if hints is not None and len(hints) == 0)
+        out.extend(name for name, hints in p.items() if hints is not None and not _hints(hints))
     return sorted(out)
 
 
 def _satisfied(lists: Sequence[HintList], mask: int) -> bool:
     """Koordinator's ``Unsatisfied`` rule for the merged mask: some permutation reaches
     ``mask`` with every non-nil affinity equal to it (its widest affinity is the merged one)."""
-    for lst in lists:
-        if not any(h.affinity is None or h.affinity == mask for h in _hints(lst)):
-            return False
-    return True
+    return all(any(h.affinity is None or h.affinity == mask for h in _hints(lst)) for lst in lists)
 
 
 def merge(

@@ -75,6 +75,8 @@ class ExportSources:
     state_dir: str | None = None
     node_name: str | None = None
     device_rules: str | None = None
+    #: "nrt" (NodeResourceTopology) or "numatopo" (Volcano's Numatopology)
+    kind: str = "nrt"
 
     def watched(self) -> list[Path]:
         """Files whose change triggers an export."""
@@ -127,6 +129,10 @@ class Exporter:
         else:
             node = Node(machine)
         name = s.node_name or os.environ.get("NODE_NAME") or machine.name
+        if s.kind == "numatopo":
+            from numalign.node.numatopo import build_numatopo
+
+            return build_numatopo(node, name)
         return build_nrt(node, name=name)
 
     def refresh(self, log: TextIO | None = None) -> dict[str, Any] | None:

@@ -22,8 +22,9 @@ To add a profile, add one line to :data:`PROFILES`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from numalign import goparse
 from numalign.errors import InputError
 from numalign.node.admission import Node
 from numalign.pods import Pod
@@ -69,7 +70,25 @@ PROFILES: dict[str, Profile] = {
 
 
 def get_profile(name: str) -> Profile:
+    """A profile by name; ``<name>:weight=<n>`` sets its NUMA score's weight (Volcano's
+    ``numa-aware`` plugin argument ``weight``; the ``volcano`` profile's default is 10, as in
+    Volcano's design document)."""
+    base, sep, args = name.partition(":")
     try:
-        return PROFILES[name]
+        profile = PROFILES[base]
     except KeyError:
-        raise InputError(f"unknown profile {name!r} (known: {', '.join(PROFILES)})", "profiles") from None
+        raise InputError(f"unknown profile {base!r} (known: {', '.join(PROFILES)})", "profiles") from None
+    if not sep:
+        return profile
+    key, eq, value = args.partition("=")
+    if key != "weight" or not eq:
+        raise InputError(f"unknown profile argument {args!r} (known: weight=<n>)", "profiles")
+    try:
+        weight = goparse.atoi(value)
+    except goparse.GoSyntaxError:
+        raise InputError(f"weight must be an integer, got {value!r}", "profiles") from None
+    if weight < 0:
+        raise InputError(f"weight must be >= 0, got {weight}", "profiles")
+    if profile.numa_score is None:
+        raise InputError(f"profile {base!r} has no NUMA score to weigh", "profiles")
+    return replace(profile, name=name, numa_weight=weight)
