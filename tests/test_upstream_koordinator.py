@@ -222,3 +222,18 @@ def test_same_pcie_joint_allocation_on_dgx2() -> None:
     assert last.pcie == (roots[3],)
     with pytest.raises(InputError, match=re.escape(ERR_JOINT)):
         joint_allocate(m, [("nvidia.com/gpu", 2), ("koordinator.sh/rdma", 1)], busy)
+
+
+def test_merge_case_mode_field() -> None:
+    from numalign.errors import InputError
+    from numalign.merge_case import run_case
+
+    case = {"policy": "best-effort", "numa_nodes": [0, 1],
+            "providers": [{"cpu": [{"affinity": [0], "preferred": True}]},
+                          {"gpu": [{"affinity": [0, 1], "preferred": True}]}]}
+    assert run_case(case) == {"affinity": [0], "preferred": False, "admit": True}
+    assert run_case({**case, "mode": "koordinator"}) == {
+        "affinity": [0, 1], "preferred": False, "admit": True, "unsatisfied": False, "reasons": []}
+    assert run_case({**case, "mode": "volcano"}) == {"affinity": [0], "preferred": True, "admit": True}
+    with pytest.raises(InputError, match="mode"):
+        run_case({**case, "mode": "yarn"})
