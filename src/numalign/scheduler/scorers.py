@@ -207,7 +207,8 @@ class NrtZoneScore(NumaScore):
             raise ValueError(f"unknown NRT scoring strategy {self.strategy!r}")
 
     def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
-        raise TypeError("NrtZoneScore reads the node: call score_on")
+        # without the node there is nothing to score: no preference between candidates
+        return [0 for _ in counts]
 
     def bound(self, fewest: int, max_numa: int) -> int:
         return nrt_scores.MAX_NODE_SCORE
