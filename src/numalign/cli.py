@@ -304,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="replay a workload on a modelled cluster under several schedulers")
     p.add_argument("--cluster", help="cluster template YAML, or builtin:default|small|alibaba2025 (default: builtin:default)")
     p.add_argument("--workload", help="synthetic[:count=N,...] | alibaba2025[:PATH][?limit=N] | alibaba2023[...] | dir:PATH (default: synthetic)")
-    p.add_argument("--profiles", default="default,nrt-snn,volcano,numalign", help="comma-separated: default, nrt-snn, volcano, numalign")
+    p.add_argument("--profiles", default="default,nrt-snn,volcano,numalign", help="comma-separated: default, nrt-snn, nrt-snn-least-numa, nrt-snn-most-allocated, "
+                   "nrt-snn-balanced, volcano[:weight=N], koordinator, numalign")
     p.add_argument("--seed", type=int, default=1, help="seed of the synthetic generator")
     p.add_argument("--out", default="out/sim", help="directory for summary.json and report.html")
     p.add_argument("--recreate", action="store_true", help="a ReplicaSet recreates pods the node rejected")

@@ -5,10 +5,12 @@ Case::
     {"policy": "restricted", "numa_nodes": [0, 1],
      "distances": {"0": {"0": 10, "1": 21}, "1": {"0": 21, "1": 10}},      (optional)
      "options": {"prefer-closest-numa-nodes": "true"},                     (optional)
+     "mode": "kubelet" | "koordinator" | "volcano",                          (optional)
      "providers": [null, {}, {"cpu": null}, {"gpu": []},
                    {"cpu": [{"affinity": [0], "preferred": true}, {"affinity": null, "preferred": false}]}]}
 
-Result: ``{"affinity": [ids] | null, "preferred": bool, "admit": bool}``.
+Result: ``{"affinity": [ids] | null, "preferred": bool, "admit": bool}``; in the
+``koordinator`` mode also ``"unsatisfied": bool, "reasons": [...]`` (see :mod:`numalign.modes`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from numalign import modes
 from numalign.bitmask import MAX_NUMA_ID, ids_of, mask_of
 from numalign.errors import InputError
 from numalign.hints import ProviderHints, TopologyHint
+from numalign.modes import RULES, Mode, parse_mode
 from numalign.policies import (
     MergeResult,
     TopologyPolicy,
@@ -26,7 +30,7 @@ from numalign.policies import (
     parse_policy,
 )
 
-_CASE_KEYS = ("policy", "numa_nodes", "distances", "options", "providers")
+_CASE_KEYS = ("policy", "numa_nodes", "distances", "options", "providers", "mode")
 #: the kubelet's ``--topology-manager-policy`` names (other spellings belong to NRT/Koordinator)
 _KUBELET_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 
@@ -54,7 +58,14 @@ def parse_case(case: object) -> tuple[TopologyPolicy, list[ProviderHints]]:
 
 def run_case(case: object) -> dict[str, Any]:
     policy, providers = parse_case(case)
-    return render(policy.merge(providers))
+    mode = parse_mode(case.get("mode") if isinstance(case, Mapping) else None, "mode")
+    if mode is Mode.KUBELET:
+        return render(policy.merge(providers))
+    result = modes.merge(mode, policy, providers)
+    out = render(MergeResult(result.hint, result.admit))
+    if RULES[mode].reports_unsatisfied:
+        out.update(unsatisfied=result.unsatisfied, reasons=list(result.reasons))
+    return out
 
 
 def render(result: MergeResult) -> dict[str, Any]:

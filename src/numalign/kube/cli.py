@@ -28,9 +28,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
         machine=args.machine, sysfs_root=args.sysfs_root, kubelet_config=args.kubelet_config,
         kubelet_state=args.kubelet_state, state_dir=args.state_dir, node_name=args.node_name,
         device_rules=args.device_rules, podresources_socket=args.podresources_socket,
+        kind="numatopo" if args.output == "numatopo" else "nrt",
     )
+    if args.output == "numatopo" and args.apply:
+        raise InputError("--apply publishes NodeResourceTopology only; print the Numatopology instead", "--apply")
     return export_command(sources, apply=args.apply, kubeconfig=args.kubeconfig,
-                          interval=args.interval, output=args.output, poll=args.poll)
+                          interval=args.interval, output="yaml" if args.output == "numatopo" else args.output,
+                          poll=args.poll)
 
 
 def _cmd_extender_serve(args: argparse.Namespace) -> int:
@@ -66,7 +70,8 @@ def add_commands(sub: Any) -> None:
                    help="keep exporting every SECONDS and when a state file changes")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
                    help="how often state-file mtimes are checked (default 1)")
-    p.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    p.add_argument("-o", "--output", choices=["yaml", "json", "numatopo"], default="yaml",
+                   help="yaml/json: the NodeResourceTopology; numatopo: Volcano's Numatopology (YAML)")
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve /metrics (process metrics) on this port while exporting")
     p.add_argument("--metrics-host", default="0.0.0.0", metavar="ADDR",

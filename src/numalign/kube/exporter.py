@@ -76,6 +76,8 @@ class ExportSources:
     node_name: str | None = None
     device_rules: str | None = None
     podresources_socket: str | None = None
+    #: "nrt" (NodeResourceTopology) or "numatopo" (Volcano's Numatopology)
+    kind: str = "nrt"
 
     def watched(self) -> list[Path]:
         """Files whose change triggers an export."""
@@ -138,6 +140,10 @@ class Exporter:
                 node = n
         else:
             node = Node(machine)
+        if s.kind == "numatopo":
+            from numalign.node.numatopo import build_numatopo
+
+            return build_numatopo(node, name)
         return build_nrt(node, name=name)
 
     def _from_podresources(self, machine: Machine, socket: str, name: str) -> dict[str, Any]:

@@ -4,7 +4,11 @@ The object carries the CPU topology (``spec.cpuDetail``: CPU id -> ``numa``, ``s
 ``core``) and the kubelet policies, but no memory, hugepages, distances or devices: the machine
 has memory 0 and no distances. Cores are renumbered to the kubelet's machine-wide id (the
 lowest CPU of the threads sharing NUMA node, socket and ``core``). ``policies`` give the CPU and
-Topology Manager policies; ``resReserved.cpu`` becomes ``kubeReserved`` cpu.
+Topology Manager policies; ``resReserved.cpu`` becomes ``kubeReserved`` cpu and
+``resReserved.memory`` ``systemReserved`` memory. The usage
+the object reports (``numares.cpu.allocatable``, ``podAllocations``) is read by
+:func:`numalign.node.numatopo.numatopo_usage`; :func:`numalign.node.numatopo.build_numatopo`
+writes the object.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from numalign.errors import InputError
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
-from numalign.quantity import cpu_millis, parse_quantity
+from numalign.quantity import cpu_millis, parse_quantity, quantity_int
 from numalign.yamlfiles import read_yaml
 
 API_GROUP = "nodeinfo.volcano.sh/"
@@ -86,6 +90,11 @@ def numatopo_to_machine(obj: object) -> Machine:
         raise InputError("must be a mapping", "spec.resReserved")
     if "cpu" in res:
         reserved["cpu"] = cpu_millis(parse_quantity(res["cpu"], "spec.resReserved.cpu"))
+    # the exporter reports the kubelet's reservations summed; the memory part is kept as
+    # systemReserved (node allocatable is the same either way)
+    system_reserved: dict[str, int] = {}
+    if "memory" in res:
+        system_reserved["memory"] = quantity_int(parse_quantity(res["memory"], "spec.resReserved.memory"))
     numares = spec.get("numares") or {}
     if isinstance(numares, dict) and isinstance(numares.get("cpu"), dict):
         cap = numares["cpu"].get("capacity")
@@ -98,6 +107,7 @@ def numatopo_to_machine(obj: object) -> Machine:
         topology_manager_policy=str(policies.get("TopologyManagerPolicy", "none")),
         cpu_manager_policy=str(policies.get("CPUManagerPolicy", "none")),
         kube_reserved=reserved,
+        system_reserved=system_reserved,
     )
     return Machine(name=name, numa_nodes=nodes, cpus=cpus, kubelet=kubelet)
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from numalign.errors import AdmissionError, NumalignError
+from numalign.errors import AdmissionError
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
 from numalign.node.usage import cpus_numa_nodes, numa_amounts, pod_numa_nodes
-from numalign.pod_policy import pod_policy
+from numalign.pod_policy import VOLCANO_ANNOTATION
 from numalign.pods import Pod, QOSClass, effective_pod_requests
 from numalign.policies import Policy, Scope, TopologyPolicy
 from numalign.quantity import CPU, is_memory_resource
@@ -107,11 +107,12 @@ def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
 def volcano_filter(node: Node, pod: Pod) -> FilterResult:
     if pod.qos is not QOSClass.GUARANTEED:
         return FilterResult(True)
-    try:
-        asked = pod_policy(pod)
-    except NumalignError as e:
-        return FilterResult(False, reason=e.message)
-    task_policy = asked[0] if asked else Policy.NONE
+    # numaaware.go reads only the task's volcano.sh/numa-topology-policy (the Job controller
+    # copies tasks[].topologyPolicy there) and compares it with the node's policy string
+    raw = pod.annotations.get(VOLCANO_ANNOTATION, "")
+    if raw not in {p.value for p in Policy} and raw != "":
+        return FilterResult(False, reason=f"unknown task topology policy {raw!r}")
+    task_policy = Policy(raw) if raw else Policy.NONE
     node_policy = node.node_policy
     cpu_static = node.machine.kubelet.cpu_manager_policy == CPU_STATIC
     if task_policy is Policy.NONE:

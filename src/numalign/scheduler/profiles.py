@@ -4,8 +4,15 @@
   the node's Topology Manager decides after binding (and may reject).
 * ``nrt-snn``  - scheduler-plugins NodeResourceTopologyMatch: filters single-numa-node nodes
   only, against per-NUMA available amounts; LeastAllocated.
+* ``nrt-snn-least-numa`` / ``nrt-snn-most-allocated`` / ``nrt-snn-balanced`` - the same filter
+  with the plugin's own score on top of LeastAllocated: ``LeastNUMANodes`` (every policy) or
+  the per-NUMA-zone MostAllocated / BalancedAllocation (single-numa-node nodes), all from the
+  published NRT (:mod:`numalign.scheduler.nrt_scores`).
 * ``volcano``  - Volcano numa-aware: its own predicate (old merge rule, app containers, CPUs
   only) and its numa-aware score (weight 10) on top of LeastAllocated.
+* ``koordinator`` - Koordinator NodeNUMAResource: the pod's ``numa-topology-spec`` policy must
+  match the node's, the engine plans, and ``SingleNUMANodeExclusive: Required`` refuses mixing
+  single- and multi-NUMA pods on a NUMA node (:mod:`numalign.scheduler.koordinator`).
 * ``numalign`` - the node engine is the filter (exact); LeastAllocated + LeastNUMANodes,
   searched best-first so that only the nodes that can still win are checked.
 
@@ -18,15 +25,19 @@ To add a profile, add one line to :data:`PROFILES`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from numalign import goparse
 from numalign.errors import InputError
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter, volcano_filter
+from numalign.scheduler.koordinator import koordinator_filter
 from numalign.scheduler.scorers import (
     LeastNumaNodes,
     NodeScore,
+    NrtLeastNumaNodes,
+    NrtZoneScore,
     NumaScore,
     VolcanoNumaAware,
     least_allocated,
@@ -52,13 +63,37 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "default": Profile("default", None),
     "nrt-snn": Profile("nrt-snn", nrt_snn_filter),
+    "nrt-snn-least-numa": Profile("nrt-snn-least-numa", nrt_snn_filter, numa_score=NrtLeastNumaNodes()),
+    "nrt-snn-most-allocated": Profile(
+        "nrt-snn-most-allocated", nrt_snn_filter, numa_score=NrtZoneScore("MostAllocated")
+    ),
+    "nrt-snn-balanced": Profile("nrt-snn-balanced", nrt_snn_filter, numa_score=NrtZoneScore("BalancedAllocation")),
     "volcano": Profile("volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10),
+    "koordinator": Profile("koordinator", koordinator_filter, exact=True),
     "numalign": Profile("numalign", exact_filter, numa_score=LeastNumaNodes(), exact=True),
 }
 
 
 def get_profile(name: str) -> Profile:
+    """A profile by name; ``<name>:weight=<n>`` sets its NUMA score's weight (Volcano's
+    ``numa-aware`` plugin argument ``weight``; the ``volcano`` profile's default is 10, as in
+    Volcano's design document)."""
+    base, sep, args = name.partition(":")
     try:
-        return PROFILES[name]
+        profile = PROFILES[base]
     except KeyError:
-        raise InputError(f"unknown profile {name!r} (known: {', '.join(PROFILES)})", "profiles") from None
+        raise InputError(f"unknown profile {base!r} (known: {', '.join(PROFILES)})", "profiles") from None
+    if not sep:
+        return profile
+    key, eq, value = args.partition("=")
+    if key != "weight" or not eq:
+        raise InputError(f"unknown profile argument {args!r} (known: weight=<n>)", "profiles")
+    try:
+        weight = goparse.atoi(value)
+    except goparse.GoSyntaxError:
+        raise InputError(f"weight must be an integer, got {value!r}", "profiles") from None
+    if weight < 0:
+        raise InputError(f"weight must be >= 0, got {weight}", "profiles")
+    if profile.numa_score is None:
+        raise InputError(f"profile {base!r} has no NUMA score to weigh", "profiles")
+    return replace(profile, name=name, numa_weight=weight)

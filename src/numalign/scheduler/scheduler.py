@@ -73,6 +73,8 @@ class Scheduler:
         self.profile = profile
         self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
+        #: node-aware NUMA scores per node: pod shape -> (node version, score)
+        self._score_cache: list[dict[Any, tuple[int, int]]] = [{} for _ in cluster.nodes]
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
         #: the engine's necessary condition, vectorised (exact profile only)
@@ -188,12 +190,27 @@ class Scheduler:
                 continue
             total = s
             if numa is not None:
-                total += w * numa.scores((res.numa_count,), c.max_numa)[0]
+                total += w * self._numa_score(i, pod, shape, res.numa_count)
             if best_placement is None or total > best_placement.score:
                 best_placement = Placement(i, c.nodes[i].name, res.numa_count, total)
         if best_placement is None:
             return None, reason, checks
         return best_placement, None, checks
+
+    def _numa_score(self, i: int, pod: Pod, shape: Any, count: int) -> int:
+        """The profile's NUMA score of node ``i`` (a node-aware score is cached per node
+        version and pod shape, like the filter)."""
+        numa = self.profile.numa_score
+        assert numa is not None
+        if not numa.node_aware:
+            return numa.scores((count,), self.cluster.max_numa)[0]
+        version = int(self.cluster.version[i])
+        hit = self._score_cache[i].get(shape)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        score = numa.score_on(self.cluster.nodes[i].node, pod, count, self.cluster.max_numa)
+        self._score_cache[i][shape] = (version, score)
+        return score
 
     def _numa_bounds(self, pod: Pod, shape: Any) -> np.ndarray[Any, Any]:
         """Per node, the highest weighted NUMA score the pod could get there.

@@ -10,6 +10,12 @@ holds (scheduler-plugins style). All scores are 0-100 before the profile's weigh
   candidate on its own, so the scheduler can search best-first with :meth:`NumaScore.bound`;
   a *relative* one (Volcano's) needs every feasible candidate's count first.
 
+* **NRT scores** (:class:`NrtZoneScore`, :class:`NrtLeastNumaNodes`) are NUMA scores that
+  look at the node itself (``node_aware``): they score the zones the node's
+  NodeResourceTopology would publish (:func:`nrt_zones`, from
+  :func:`numalign.node.usage.numa_amounts` - ``available`` - and the machine's distances), with
+  scheduler-plugins' own arithmetic (:mod:`numalign.scheduler.nrt_scores`).
+
 To add a strategy: write it here (a function, or a :class:`NumaScore` subclass), and name it
 in a profile in :mod:`numalign.scheduler.profiles`.
 """
@@ -24,7 +30,15 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from numalign.node.usage import numa_amounts
+from numalign.pods import QOSClass, effective_pod_requests
+from numalign.policies import Policy, Scope
+from numalign.scheduler import nrt_scores
+from numalign.scheduler.nrt_scores import NumaZone
+
 if TYPE_CHECKING:
+    from numalign.node.admission import Node
+    from numalign.pods import Pod
     from numalign.scheduler.cluster import Cluster
 
 F64 = npt.NDArray[np.float64]
@@ -100,6 +114,8 @@ class NumaScore(ABC):
 
     #: True when a candidate's score depends on the other candidates' counts
     relative: ClassVar[bool]
+    #: True when the score reads the node itself (:meth:`score_on`), not only the count
+    node_aware: ClassVar[bool] = False
 
     @abstractmethod
     def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
@@ -109,6 +125,11 @@ class NumaScore(ABC):
     def bound(self, fewest: int, max_numa: int) -> int:
         """The highest score a candidate can get where the pod needs at least ``fewest``
         NUMA nodes (0: possibly none). Used to stop a best-first search early."""
+
+    def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
+        """The score of one candidate node that passed the filter, the pod using ``count``
+        NUMA nodes there. Count-based scores ignore the node; node-aware ones read it."""
+        return self.scores((count,), max_numa)[0]
 
 
 class AbsoluteNumaScore(NumaScore):
@@ -149,15 +170,103 @@ class VolcanoNumaAware(NumaScore):
         return 100
 
 
+# ------------------------------------------------------------------- NRT (scheduler-plugins)
+
+
+def nrt_zones(node: Node) -> list[NumaZone]:
+    """The ``type: Node`` zones the node's NodeResourceTopology publishes: ``available``
+    amounts (cpu converted to millicores, see :mod:`numalign.scheduler.nrt_scores`) and the
+    SLIT distances as costs (none published when the machine has no distance table)."""
+    m = node.machine
+    costs = m.distances if m.has_distances else {}
+    zones = []
+    for nid, amounts in numa_amounts(node).items():
+        res = {r: (v * 1000 if r == "cpu" else v) for r, v in amounts.available.items()}
+        zones.append(NumaZone(nid, res, dict(costs.get(nid, {}))))
+    return zones
+
+
+def _container_requests(pod: Pod) -> list[dict[str, int]]:
+    return [dict(c.requests) for c in pod.containers]
+
+
+@dataclass(frozen=True)
+class NrtZoneScore(NumaScore):
+    """scheduler-plugins ``NodeResourceTopologyMatch`` with ``scoringStrategy.type``
+    LeastAllocated / MostAllocated / BalancedAllocation (``score.go``): per NUMA zone of the
+    published NRT, single-numa-node nodes only (others 0), non-Guaranteed pods 100."""
+
+    strategy: str = "LeastAllocated"
+    weights: tuple[tuple[str, int], ...] = ()
+
+    relative: ClassVar[bool] = False
+    node_aware: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.strategy not in nrt_scores.ZONE_STRATEGIES:
+            raise ValueError(f"unknown NRT scoring strategy {self.strategy!r}")
+
+    def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
+        # without the node there is nothing to score: no preference between candidates
+        return [0 for _ in counts]
+
+    def bound(self, fewest: int, max_numa: int) -> int:
+        return nrt_scores.MAX_NODE_SCORE
+
+    def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
+        if pod.qos is not QOSClass.GUARANTEED:
+            return nrt_scores.MAX_NODE_SCORE
+        if node.node_policy is not Policy.SINGLE_NUMA_NODE:
+            return 0
+        fn = nrt_scores.ZONE_STRATEGIES[self.strategy]
+        weights = dict(self.weights)
+        zones = nrt_zones(node)
+        if node.node_scope is Scope.POD:
+            return nrt_scores.pod_scope_score(effective_pod_requests(pod), zones, fn, weights)
+        return nrt_scores.container_scope_score(_container_requests(pod), zones, fn, weights)
+
+
+@dataclass(frozen=True)
+class NrtLeastNumaNodes(NumaScore):
+    """scheduler-plugins ``LeastNUMANodes`` exactly (``least_numa.go``): on every policy,
+    from the published ``available`` and costs; normalised by 8 NUMA nodes, half a step more at
+    minimal average distance; container scope takes the largest per-container count.
+
+    Without the node (:meth:`scores`, e.g. an extender that only has counts) the count is
+    normalised the same way, without the distance bonus."""
+
+    relative: ClassVar[bool] = False
+    node_aware: ClassVar[bool] = True
+
+    def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
+        return [nrt_scores.MAX_NODE_SCORE if c == 0 else nrt_scores.normalize_score(c, False) for c in counts]
+
+    def bound(self, fewest: int, max_numa: int) -> int:
+        # the published view may need fewer zones than the engine (non-Guaranteed pods'
+        # cpu/memory fit anywhere there), so only the trivial bound is safe
+        return nrt_scores.MAX_NODE_SCORE
+
+    def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
+        if pod.qos is not QOSClass.GUARANTEED:
+            return nrt_scores.MAX_NODE_SCORE
+        zones = nrt_zones(node)
+        if node.node_scope is Scope.POD:
+            return nrt_scores.least_numa_pod_scope_score(pod.qos, effective_pod_requests(pod), zones)
+        return nrt_scores.least_numa_container_scope_score(pod.qos, _container_requests(pod), zones)
+
+
 __all__ = [
     "AbsoluteNumaScore",
     "LeastNumaNodes",
     "NodeScore",
+    "NrtLeastNumaNodes",
+    "NrtZoneScore",
     "NumaScore",
     "VolcanoNumaAware",
     "balanced_allocation",
     "least_allocated",
     "least_numa_nodes",
     "most_allocated",
+    "nrt_zones",
     "volcano_numa_aware",
 ]

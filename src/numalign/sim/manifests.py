@@ -1,8 +1,10 @@
 """A directory of pod manifests as a simulator workload.
 
 Every ``*.yaml``, ``*.yml`` and ``*.json`` file directly in the directory is read with
-:func:`numalign.pods.read_pod_files` (one Pod, a List, or multi-document YAML per file), in
-file-name order, pods in file order. Arrival times:
+:func:`numalign.pods.parse_pods` (one Pod, a List, or multi-document YAML per file), in
+file-name order, pods in file order. A Volcano Job (``batch.volcano.sh/v1alpha1``) stands for
+the pods Volcano creates for its tasks, each carrying its task's ``topologyPolicy``
+(:mod:`numalign.sim.volcano_jobs`). Arrival times:
 
 * a pod with the annotation ``numalign.io/arrival-seconds: "<seconds>"`` arrives then;
 * the others are evenly spaced: the *i*-th pod without the annotation (counting from 0 over
@@ -20,7 +22,8 @@ import math
 import os
 
 from numalign.errors import InputError
-from numalign.pods import Pod, read_pod_files
+from numalign.pods import Pod, parse_pods
+from numalign.sim.volcano_jobs import expand_documents
 from numalign.sim.workloads import (
     ARRIVAL_ANNOTATION,
     DURATION_ANNOTATION,
@@ -29,6 +32,7 @@ from numalign.sim.workloads import (
     WorkloadSpec,
     option_float,
 )
+from numalign.yamlfiles import read_yaml_documents
 
 EXTENSIONS = (".yaml", ".yml", ".json")
 
@@ -85,7 +89,7 @@ def read_manifest_dir(path: str | os.PathLike[str], *, interval_s: float = 1.0) 
     seen: dict[str, str] = {}
     spaced = 0
     for file in manifest_files(path):
-        for pod in read_pod_files([file]):
+        for pod in parse_pods(expand_documents(read_yaml_documents(file)), file):
             if pod.key in seen:
                 raise InputError(f"duplicate pod {pod.key} (also in {seen[pod.key]})", file)
             seen[pod.key] = file

@@ -1,0 +1,241 @@
+"""Engine modes: the other schedulers' Topology Manager variants as rule tables over one merge.
+
+DESIGN.md: "Variants of other schedulers are **modes** of the same engine (``kubelet``,
+``koordinator``, ``volcano``): small rule tables over one merge". The merge itself is
+:meth:`numalign.policies.TopologyPolicy.merge`; a :class:`ModeRules` row says which of its two
+preference rules a mode uses and what the mode does with the result.
+
+Read upstream:
+
+* **kubelet** - ``pkg/kubelet/cm/topologymanager`` (the engine's default, unchanged).
+* **volcano** - volcano-sh/volcano ``pkg/scheduler/plugins/numaaware/policy/policy.go``:
+  ``mergePermutation`` marks a permutation preferred when every hint is preferred (no
+  equal-affinity rule: the kubelet's pre-1.21 rule, ``legacy_merge``); the narrowest mask wins.
+  ``policy_single_numa_node.go`` returns the merged hint as is: an all-nodes result stays the
+  all-nodes mask (the kubelet turns it into ``nil``). ``numaaware.go`` requires the task's
+  policy to equal the node's (``volcano.sh/numa-topology-policy`` vs the Numatopology's
+  ``TopologyManagerPolicy``) for a task with a policy.
+* **koordinator** - koordinator-sh/koordinator ``pkg/scheduler/frameworkext/topologymanager``:
+  ``policy.go`` ``mergePermutation``: preferred needs every hint preferred *and* every non-nil
+  affinity equal (the kubelet's current rule); a permutation is ``Unsatisfied`` unless its
+  widest affinity equals the merged one and no provider said "cannot satisfy";
+  ``filterProvidersHints`` gives one reason per resource with no possible affinity
+  (``ErrUnsatisfiedNUMAResource``). ``policy_best_effort.go``: an unsatisfied best hint becomes
+  the all-nodes affinity. ``policy_single_numa_node.go``: an all-nodes result becomes ``nil``.
+  ``checkExclusivePolicy``: see :func:`exclusive_ok`.
+
+Where numalign deliberately differs (documented in docs/schedulers.md): the Koordinator merge
+keeps numalign's merge for the choice of the best mask (Koordinator adds per-hint ``Score``
+tie-breaks, which its CPU/device providers set; numalign's providers do not score, so every
+score is 0 and the tie-break never fires); ``unsatisfied`` is decided for the chosen mask (is
+there a permutation reaching it whose hints all equal it), where Koordinator keeps the flag of
+the first permutation that reached the mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from numalign.bitmask import ids_of
+from numalign.errors import InputError
+from numalign.hints import GeneratedHints, HintList, ProviderHints, TopologyHint, flatten
+from numalign.policies import Policy, TopologyPolicy
+
+
+class Mode(StrEnum):
+    KUBELET = "kubelet"
+    KOORDINATOR = "koordinator"
+    VOLCANO = "volcano"
+
+
+#: Koordinator's node label for the node's NUMA topology policy (apis/extension/numa_aware.go)
+KOORDINATOR_NODE_POLICY_LABEL = "node.koordinator.sh/numa-topology-policy"
+#: a node label choosing the engine mode of a node (numalign's own)
+MODE_LABEL = "numalign.io/engine-mode"
+#: Koordinator's ErrUnsatisfiedNUMAResource
+ERR_UNSATISFIED_NUMA_RESOURCE = "Insufficient NUMA %s"
+
+
+@dataclass(frozen=True)
+class ModeRules:
+    """One mode's rules over the shared merge."""
+
+    mode: Mode
+    #: preferred = every picked hint preferred, without the equal-affinity rule
+    legacy_merge: bool
+    #: single-numa-node turns an all-nodes result into "no affinity" (None)
+    snn_all_nodes_to_none: bool
+    #: best-effort replaces an unsatisfied best hint by the all-nodes affinity
+    best_effort_unsatisfied_to_all: bool
+    #: the merge reports ``unsatisfied`` and per-resource reasons
+    reports_unsatisfied: bool
+    #: a pod with a policy is only placed on a node with the same policy
+    task_policy_must_match_node: bool
+    #: where the pod's own policy is read (annotation keys, in order)
+    pod_policy_annotations: tuple[str, ...]
+    #: the node label holding the node's policy, if the mode reads one
+    node_policy_label: str | None
+
+
+RULES: dict[Mode, ModeRules] = {
+    Mode.KUBELET: ModeRules(Mode.KUBELET, False, True, False, False, False, (), None),
+    Mode.VOLCANO: ModeRules(
+        Mode.VOLCANO, True, False, False, False, True, ("volcano.sh/numa-topology-policy",), None
+    ),
+    Mode.KOORDINATOR: ModeRules(
+        Mode.KOORDINATOR, False, True, True, True, False,
+        ("scheduling.koordinator.sh/numa-topology-spec",), KOORDINATOR_NODE_POLICY_LABEL,
+    ),
+}
+
+
+def parse_mode(value: object, field: str = "mode") -> Mode:
+    if value is None:
+        return Mode.KUBELET
+    try:
+        return Mode(str(value))
+    except ValueError:
+        raise InputError(f"unknown engine mode {value!r} (known: {', '.join(m.value for m in Mode)})", field) from None
+
+
+# ---------------------------------------------------------------- Koordinator exclusivity
+
+
+class NumaNodeStatus(StrEnum):
+    """Koordinator ``NumaNodeStatus``: what a NUMA node already holds."""
+
+    IDLE = "idle"
+    SINGLE = "single"  # a single-NUMA pod holds resources here
+    SHARED = "shared"  # a multi-NUMA pod holds resources here
+
+
+class Exclusive(StrEnum):
+    """Koordinator ``NumaTopologyExclusive`` (``numaTopologyPolicy.singleNUMANodeExclusive``)."""
+
+    REQUIRED = "Required"
+    PREFERRED = "Preferred"
+
+
+def exclusive_ok(affinity: int | None, exclusive: Exclusive, status: Mapping[int, NumaNodeStatus]) -> bool:
+    """Koordinator ``checkExclusivePolicy``: under ``Required`` a multi-NUMA affinity may not
+    touch a NUMA node held by a single-NUMA pod, and a single-NUMA affinity may not use a NUMA
+    node shared by a multi-NUMA pod. ``Preferred`` accepts everything; no affinity fails."""
+    if affinity is None:
+        return False
+    if exclusive is not Exclusive.REQUIRED:
+        return True
+    ids = ids_of(affinity)
+    if len(ids) > 1:
+        return all(status.get(i, NumaNodeStatus.IDLE) is not NumaNodeStatus.SINGLE for i in ids)
+    return status.get(ids[0], NumaNodeStatus.IDLE) is not NumaNodeStatus.SHARED
+
+
+def _mark_exclusive(p: ProviderHints, exclusive: Exclusive, status: Mapping[int, NumaNodeStatus]) -> ProviderHints:
+    if not p:
+        return p
+    out: dict[str, list[TopologyHint] | None] = {}
+    for name, hints in p.items():
+        if hints is None:
+            out[name] = None
+            continue
+        out[name] = [
+            TopologyHint(h.affinity, False)
+            if h.preferred and h.affinity is not None and not exclusive_ok(h.affinity, exclusive, status)
+            else h
+            for h in _hints(hints)
+        ]
+    return out
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    """A mode's merge answer: the best hint, the admit decision and (Koordinator) whether the
+    best affinity can hold every resource, with one reason per resource that has none."""
+
+    hint: TopologyHint
+    admit: bool
+    unsatisfied: bool = False
+    reasons: tuple[str, ...] = ()
+
+
+def _hints(lst: HintList) -> list[TopologyHint]:
+    return lst.materialize() if isinstance(lst, GeneratedHints) else list(lst)
+
+
+def _cannot_satisfy(providers: Sequence[ProviderHints]) -> list[str]:
+    """Resources a provider answered with an empty list, sorted."""
+    out: list[str] = []
+    for p in providers:
+        if not p:
+            continue
+        out.extend(name for name, hints in p.items() if hints is not None and not _hints(hints))
+    return sorted(out)
+
+
+def _satisfied(lists: Sequence[HintList], mask: int) -> bool:
+    """Koordinator's ``Unsatisfied`` rule for the merged mask: some permutation reaches
+    ``mask`` with every non-nil affinity equal to it (its widest affinity is the merged one)."""
+    return all(any(h.affinity is None or h.affinity == mask for h in _hints(lst)) for lst in lists)
+
+
+def merge(
+    mode: Mode,
+    policy: TopologyPolicy,
+    providers: Sequence[ProviderHints],
+    exclusive: Exclusive | None = None,
+    status: Mapping[int, NumaNodeStatus] | None = None,
+) -> ModeResult:
+    """Merge provider hints under ``policy`` with ``mode``'s rules (one merge for all modes).
+
+    ``exclusive``/``status`` (Koordinator): a merged affinity that fails :func:`exclusive_ok`
+    is not preferred. A preferred Koordinator permutation has every non-nil affinity equal to
+    the merged one, so marking the hints whose affinity fails as not preferred before the merge
+    is the same rule; the all-nodes result of an all-nil permutation is checked after it."""
+    rules = RULES[mode]
+    if rules.legacy_merge != policy.legacy_merge:
+        policy = replace(policy, legacy_merge=rules.legacy_merge)
+    if exclusive is not None and status is not None:
+        providers = [_mark_exclusive(p, exclusive, status) for p in providers]
+    base = policy.merge(providers)
+    hint, admit = base.hint, base.admit
+    if (
+        exclusive is not None and status is not None and hint.preferred
+        and hint.affinity in (None, policy.default_mask) and policy.policy is not Policy.NONE
+        and not exclusive_ok(policy.default_mask, exclusive, status)
+    ):
+        hint = TopologyHint(hint.affinity, False)
+        admit = policy.policy is Policy.BEST_EFFORT
+    if policy.policy is Policy.NONE:
+        return ModeResult(hint, admit)
+    default = policy.default_mask
+    if policy.policy is Policy.SINGLE_NUMA_NODE and not rules.snn_all_nodes_to_none and hint.affinity is None:
+        hint = TopologyHint(default, hint.preferred)  # Volcano keeps the all-nodes mask
+    if not rules.reports_unsatisfied:
+        return ModeResult(hint, admit)
+    missing = _cannot_satisfy(providers)
+    reasons = tuple(ERR_UNSATISFIED_NUMA_RESOURCE % r for r in missing)
+    mask = default if hint.affinity is None else hint.affinity
+    unsatisfied = bool(missing) or (not hint.preferred and not _satisfied(flatten(providers), mask))
+    if policy.policy is Policy.BEST_EFFORT and rules.best_effort_unsatisfied_to_all and unsatisfied:
+        return ModeResult(TopologyHint(default, hint.preferred), True, False, reasons)
+    return ModeResult(hint, admit, unsatisfied, reasons)
+
+
+
+
+__all__ = [
+    "ERR_UNSATISFIED_NUMA_RESOURCE",
+    "KOORDINATOR_NODE_POLICY_LABEL",
+    "MODE_LABEL",
+    "RULES",
+    "Exclusive",
+    "Mode",
+    "ModeResult",
+    "ModeRules",
+    "NumaNodeStatus",
+    "exclusive_ok",
+    "merge",
+    "parse_mode",
+]

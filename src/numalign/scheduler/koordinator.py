@@ -1,0 +1,199 @@
+"""Koordinator's NUMA-aware scheduling rules on top of the node engine (the ``koordinator``
+profile), and DeviceShare's joint allocation of GPUs and RDMA NICs under one PCIe switch.
+
+Read from koordinator-sh/koordinator:
+
+* ``apis/extension/numa_aware.go`` - the pod annotation
+  ``scheduling.koordinator.sh/numa-topology-spec`` (``numaTopologyPolicy``,
+  ``singleNUMANodeExclusive``, default ``Required`` when a policy is set) and the node label
+  ``node.koordinator.sh/numa-topology-policy``;
+* ``pkg/scheduler/plugins/nodenumaresource`` - ``mergeTopologyPolicy``: a pod policy and a node
+  policy that are both set and differ make the node unschedulable ("node(s) NUMA Topology policy
+  not match"); the pod policy wins when set; the node label wins over the kubelet policy;
+* ``pkg/scheduler/frameworkext/topologymanager/policy.go`` ``checkExclusivePolicy`` (see
+  :func:`numalign.modes.exclusive_ok`): NUMA nodes are ``single`` (held by a single-NUMA pod),
+  ``shared`` (held by a multi-NUMA pod) or idle;
+* ``pkg/scheduler/plugins/deviceshare`` (``device_allocator.go``, joint allocation) - with
+  ``scheduling.koordinator.sh/device-joint-allocate: {"deviceTypes": ["gpu", "rdma"],
+  "requiredScope": "SamePCIe"}`` the primary type is allocated first, the secondary type is taken
+  from the PCIe switches the primary devices sit under (at least one per switch), and the result
+  is refused unless both types span the same switches ("node(s) Device Joint-Allocate rules
+  violation").
+
+The engine still decides the placement inside the node (the kubelet's merge and managers, which
+is what admits the pod); Koordinator's own merge differences are in :mod:`numalign.modes`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from numalign.errors import InputError
+from numalign.machine.model import Device, Machine
+from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, Exclusive, NumaNodeStatus, exclusive_ok
+from numalign.node.admission import Node
+from numalign.node.usage import pod_numa_nodes, pods_usage
+from numalign.pods import Pod
+from numalign.policies import Policy, parse_policy
+from numalign.scheduler.filters import FilterResult
+
+NUMA_TOPOLOGY_SPEC = "scheduling.koordinator.sh/numa-topology-spec"
+DEVICE_JOINT_ALLOCATE = "scheduling.koordinator.sh/device-joint-allocate"
+ERR_POLICY_NOT_MATCH = "node(s) NUMA Topology policy not match"
+ERR_EXCLUSIVE = "node(s) NUMA Topology exclusive policy not satisfied"
+ERR_JOINT = "node(s) Device Joint-Allocate rules violation"
+#: Koordinator device types -> the resource names numalign's machines use for them
+DEVICE_TYPES = {"gpu": ("nvidia.com/gpu", "koordinator.sh/gpu"), "rdma": ("koordinator.sh/rdma", "rdma/hca")}
+
+
+@dataclass(frozen=True)
+class PodNumaSpec:
+    policy: Policy | None
+    exclusive: Exclusive
+
+
+def pod_numa_spec(pod: Pod) -> PodNumaSpec:
+    """The pod's ``numa-topology-spec`` annotation as Koordinator reads it."""
+    raw = pod.annotations.get(NUMA_TOPOLOGY_SPEC)
+    if not raw:
+        return PodNumaSpec(None, Exclusive.REQUIRED)
+    field = f"{pod.key}: metadata.annotations[{NUMA_TOPOLOGY_SPEC}]"
+    try:
+        spec = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise InputError(f"invalid JSON: {e.msg}", field) from None
+    if not isinstance(spec, dict):
+        raise InputError("must be a JSON object", field)
+    pol = spec.get("numaTopologyPolicy")
+    policy = parse_policy(pol, f"{field}.numaTopologyPolicy")[0] if pol else None
+    exc = spec.get("singleNUMANodeExclusive") or "Required"
+    try:
+        exclusive = Exclusive(exc)
+    except ValueError:
+        raise InputError(f"must be Required or Preferred, got {exc!r}", f"{field}.singleNUMANodeExclusive") from None
+    return PodNumaSpec(policy if policy is not Policy.NONE else None, exclusive)
+
+
+def node_numa_policy(node: Node, labels: Mapping[str, str] | None = None) -> Policy:
+    """The node label ``node.koordinator.sh/numa-topology-policy`` if set, else the kubelet's."""
+    raw = (labels or {}).get(KOORDINATOR_NODE_POLICY_LABEL, "")
+    if raw:
+        return parse_policy(raw, f"labels[{KOORDINATOR_NODE_POLICY_LABEL}]")[0]
+    return node.node_policy
+
+
+def numa_status(node: Node, exclude: str | None = None) -> dict[int, NumaNodeStatus]:
+    """Each NUMA node's Koordinator status from the pods holding NUMA-bound resources on it."""
+    status = {i: NumaNodeStatus.IDLE for i in node.machine.node_ids}
+    for pu in pods_usage(node.machine, node.state):
+        if pu.uid == exclude or pu.record.observed:
+            continue
+        used = pu.numa_nodes
+        mark = NumaNodeStatus.SINGLE if len(used) == 1 else NumaNodeStatus.SHARED
+        for i in used:
+            if status[i] is NumaNodeStatus.IDLE or mark is NumaNodeStatus.SHARED:
+                status[i] = mark
+    return status
+
+
+def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
+    """NodeNUMAResource's filter: policy match, then the engine's plan, then exclusivity."""
+    try:
+        spec = pod_numa_spec(pod)
+    except InputError as e:
+        return FilterResult(False, reason=e.message)
+    node_policy = node_numa_policy(node)
+    if spec.policy is not None and node_policy is not Policy.NONE and spec.policy is not node_policy:
+        return FilterResult(False, reason=ERR_POLICY_NOT_MATCH)
+    result, planned = node.plan(pod)
+    if planned is None:
+        return FilterResult(False, reason=f"{result.reason}: {result.message}")
+    used = pod_numa_nodes(node.machine, planned, pod.uid)
+    policy = spec.policy or node_policy
+    if used and policy is not Policy.NONE and spec.exclusive is Exclusive.REQUIRED:
+        mask = sum(1 << i for i in used)
+        if not exclusive_ok(mask, spec.exclusive, numa_status(node)):
+            return FilterResult(False, reason=ERR_EXCLUSIVE)
+    return FilterResult(True, len(used), planned=planned, result=result)
+
+
+# ----------------------------------------------------------------------- joint allocation
+
+
+@dataclass(frozen=True)
+class JointAllocation:
+    """Devices per resource, and the PCIe switches (root ports) they sit under."""
+
+    devices: Mapping[str, tuple[str, ...]]
+    pcie: tuple[str, ...]
+
+
+def _by_pcie(devices: Iterable[Device]) -> dict[str, list[Device]]:
+    out: dict[str, list[Device]] = {}
+    for d in devices:
+        if d.pcie_root is not None:
+            out.setdefault(d.pcie_root, []).append(d)
+    return out
+
+
+def joint_allocate(
+    machine: Machine,
+    requests: Sequence[tuple[str, int]],
+    taken: Iterable[tuple[str, str]] = (),
+) -> JointAllocation:
+    """``SamePCIe`` joint allocation: ``requests`` is ``[(primary resource, n), (secondary, m),
+    ...]`` in ``deviceTypes`` order. The primary devices fill the fewest PCIe switches (fullest
+    first, then by switch id); each secondary type takes at least one device under every one of
+    those switches and no device elsewhere. Raises :class:`InputError` (``ERR_JOINT``) when the
+    switches cannot match."""
+    if not requests:
+        raise InputError("no device types to allocate", "deviceTypes")
+    used = set(taken)
+    free = [d for d in machine.devices if d.healthy and (d.resource, d.id) not in used]
+    (primary, n), *secondaries = requests
+    groups = _by_pcie(d for d in free if d.resource == primary)
+    order = sorted(groups, key=lambda r: (-len(groups[r]), r))
+    chosen: list[Device] = []
+    switches: list[str] = []
+    for root in order:
+        if len(chosen) >= n:
+            break
+        take = groups[root][: n - len(chosen)]
+        chosen += take
+        switches.append(root)
+    if len(chosen) < n:
+        raise InputError(f"{ERR_JOINT}: {len(chosen)} of {n} {primary} free under known PCIe switches", primary)
+    out = {primary: tuple(d.id for d in chosen)}
+    for res, m in secondaries:
+        per = _by_pcie(d for d in free if d.resource == res)
+        want = max(m, len(switches))
+        picked: list[Device] = []
+        for root in switches:  # one under every primary switch first
+            if not per.get(root):
+                raise InputError(f"{ERR_JOINT}: no free {res} under PCIe switch {root}", res)
+            picked.append(per[root].pop(0))
+        for root in switches:  # then the rest, still under the same switches
+            while len(picked) < want and per.get(root):
+                picked.append(per[root].pop(0))
+        if len(picked) < want:
+            raise InputError(f"{ERR_JOINT}: {len(picked)} of {want} {res} under the GPUs' PCIe switches", res)
+        out[res] = tuple(d.id for d in picked)
+    return JointAllocation(out, tuple(switches))
+
+
+__all__ = [
+    "DEVICE_JOINT_ALLOCATE",
+    "ERR_EXCLUSIVE",
+    "ERR_JOINT",
+    "ERR_POLICY_NOT_MATCH",
+    "NUMA_TOPOLOGY_SPEC",
+    "JointAllocation",
+    "PodNumaSpec",
+    "joint_allocate",
+    "koordinator_filter",
+    "node_numa_policy",
+    "numa_status",
+    "pod_numa_spec",
+]
