@@ -298,12 +298,12 @@ def joint_witness(
         if groups is not None:
             key = (*key, groups.index(v))
         classes.setdefault(key, []).append(v)
-    deficits = [f.totals(base) for f in families]
+    start = [f.totals(base) for f in families]
 
     def usefulness(nodes: list[int]) -> tuple[float, int]:
         v = nodes[0]
         score = 0.0
-        for f, tot in zip(families, deficits, strict=True):
+        for f, tot in zip(families, start, strict=True):
             row = f.gains(v, base)
             for d in f.dims:
                 left = f.need[d] - tot[d]
@@ -314,20 +314,49 @@ def joint_witness(
         return (-score, v)
 
     order = sorted(classes.values(), key=usefulness)
+    nclasses = len(order)
     masks = []
     for nodes in order:
         prefix = [0]
         for v in nodes:
             prefix.append(prefix[-1] | 1 << v)
         masks.append(prefix)
-    rest_after = [0] * (len(order) + 1)
-    for i in range(len(order) - 1, -1, -1):
-        rest_after[i] = rest_after[i + 1] | masks[i][-1]
-    failed: set[tuple[int, int, int]] = set()
+    # per class: None if special for some family (effects depend on the mask), else the
+    # amounts of one node for every family
+    rows: list[list[list[int]] | None] = []
+    for nodes in order:
+        v = nodes[0]
+        if any(f.opaque or f.special >> v & 1 for f in families):
+            rows.append(None)
+        else:
+            rows.append([list(f.weight(v)) for f in families])
+    exact = groups is not None or any(f.opaque for f in families)
+    special = 0
+    for f in families:
+        special |= f.special
+    failed: set[tuple[object, ...]] = set()
+    # Dominance: if class a (earlier) holds at least class b's amounts for every family,
+    # swapping a b-node for an untaken a-node keeps any solution feasible and as small, so
+    # some solution takes no b-node unless it takes all of a (plain nodes, no groups).
+    dominated: list[int] = [0] * nclasses  # per class: bit mask of later classes it dominates
+    if groups is None:
+        for a, ra in enumerate(rows):
+            if ra is None:
+                continue
+            for b in range(a + 1, nclasses):
+                rb = rows[b]
+                if rb is not None and all(
+                    all(x >= y for x, y in zip(wa, wb, strict=True)) for wa, wb in zip(ra, rb, strict=True)
+                ):
+                    dominated[a] |= 1 << b
 
-    def hopeless(s: int, rest: int, left: int) -> bool:
-        """Optimistic bounds: even the best ``left`` nodes of ``rest`` cannot make it."""
-        for f in families:
+    def hopeless(i: int, s: int, left: int, banned: int, tots: list[list[int]]) -> bool:
+        """Optimistic bounds: even the best ``left`` nodes still available cannot make it."""
+        avail = [j for j in range(i, nclasses) if not banned >> j & 1]
+        rest = 0
+        for j in avail:
+            rest |= masks[j][-1]
+        for fi, f in enumerate(families):
             if f.opaque:
                 if not f.feasible(s | rest):
                     return True
@@ -337,41 +366,86 @@ def joint_witness(
                     return True
             if not f.dims:
                 continue
-            tot = f.totals(s)
+            tot = tots[fi]
             short = [d for d in f.dims if tot[d] < f.need[d]]
             if not short:
                 continue
             if left == 0:
                 return True
-            gains = [f.gains(v, s) for v in ids_of(rest)]
+            # (gain row, how many nodes) per available class
+            offers: list[tuple[list[int], int]] = []
+            for j in avail:
+                r = rows[j]
+                if r is not None:
+                    offers.append((r[fi], len(order[j])))
+                else:
+                    offers.append((f.gains(order[j][0], s), 1))
             for d in short:
-                top = heapq.nlargest(left, (g[d] for g in gains))
-                if tot[d] + sum(top) < f.need[d]:
+                got = tot[d]
+                take = left
+                for g, z in sorted(offers, key=lambda o: -o[0][d]):
+                    if take == 0 or g[d] <= 0:
+                        break
+                    n = min(z, take)
+                    got += n * g[d]
+                    take -= n
+                if got < f.need[d]:
+                    return True
+            if len(short) > 1:
+                # every short dimension d must gain its deficit; gains capped at the deficit
+                # still add up to it, so the capped, normalised gains of the chosen nodes
+                # sum to at least len(short) (a float bound, kept conservative)
+                deficit = {d: f.need[d] - tot[d] for d in short}
+                scored = sorted(
+                    ((sum(min(g[d], deficit[d]) / deficit[d] for d in short), z) for g, z in offers),
+                    reverse=True,
+                )
+                total = 0.0
+                take = left
+                for sc, z in scored:
+                    if take == 0:
+                        break
+                    n = min(z, take)
+                    total += n * sc
+                    take -= n
+                if total < len(short) - 1e-9:
                     return True
         return groups is not None and groups.touched(s) > groups.count
 
-    def go(i: int, s: int, left: int) -> int:
+    def go(i: int, s: int, left: int, banned: int, tots: list[list[int]]) -> int:
         budget.tick("joint search")
         if done(s):
             return s
-        if i == len(order) or left == 0:
+        if i == nclasses or left == 0:
             return 0
-        key = (i, s, left)
+        state: object = s if exact else (s == 0, s & special, tuple(
+            tuple(min(x, n) for x, n in zip(tot, f.need, strict=True)) for f, tot in zip(families, tots, strict=True)
+        ))
+        key = (i, left, banned, state)
         if key in failed:
             return 0
-        rest = rest_after[i]
-        if hopeless(s, rest, left):
+        if hopeless(i, s, left, banned, tots):
             failed.add(key)
             return 0
         prefix = masks[i]
-        for k in range(min(len(prefix) - 1, left), -1, -1):
-            found = go(i + 1, s | prefix[k], left - k)
+        size = len(prefix) - 1
+        top = 0 if banned >> i & 1 else min(size, left)
+        row = rows[i]
+        for k in range(top, -1, -1):
+            s2 = s | prefix[k]
+            if k == 0:
+                tots2 = tots
+            elif row is not None:
+                tots2 = [[x + k * w for x, w in zip(tot, r, strict=True)] for tot, r in zip(tots, row, strict=True)]
+            else:
+                tots2 = [f.totals(s2) for f in families]
+            found = go(i + 1, s2, left - k, banned if k == size else banned | dominated[i], tots2)
             if found:
                 return found
         failed.add(key)
         return 0
 
-    return go(0, base, t) or None
+    return go(0, base, t, 0, start) or None
 
 
 def min_size(family: Family, budget: Budget) -> int | None:
