@@ -823,12 +823,12 @@ def closest_best(
     m = len(runs)
     size = [len(r) for r in runs]
     reps = [r[0] for r in runs]
-    diag = [int(distances[v][v]) for v in reps]
+    diag = [distances[v][v] for v in reps]
     inner = [
-        int(distances[r[0]][r[1]]) + int(distances[r[1]][r[0]]) if len(r) > 1 else 0 for r in runs
+        distances[r[0]][r[1]] + distances[r[1]][r[0]] if len(r) > 1 else 0 for r in runs
     ]
     cross = [
-        [int(distances[reps[i]][reps[j]]) + int(distances[reps[j]][reps[i]]) for j in range(m)]
+        [distances[reps[i]][reps[j]] + distances[reps[j]][reps[i]] for j in range(m)]
         for i in range(m)
     ]
     near = [sorted((cross[i][j], j) for j in range(m) if j != i) for i in range(m)]
@@ -994,7 +994,7 @@ def closest_best(
 
 def _distance_sum(mask: int, distances: Mapping[int, Mapping[int, int]]) -> int:
     bits = ids_of(mask)
-    return sum(int(distances[u][v]) for u in bits for v in bits)
+    return sum(distances[u][v] for u in bits for v in bits)
 
 
 # --------------------------------------------------------------------------- best AND
