@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import numalign.merge as merge_module
-import numalign.merge_search as search_module
+import numalign.merge_budget as budget_module
+import numalign.merge_order as order_module
 from numalign._reference import _compare, _narrowest_count, product_fold
 from numalign.bitmask import ids_of, mask_of
 from numalign.errors import InputError
@@ -573,7 +574,7 @@ def test_closest_search_is_the_exhaustive_minimum(table: tuple[int, dict[int, di
     q = data.draw(st.integers(1, n))
     fit = FitOrder(dist)
     expected = min((mask_of(c) for c in itertools.combinations(range(n), q)), key=fit.key)
-    assert search_module.closest_best((1 << n) - 1, q, None, dist, search_module.Budget()) == expected
+    assert order_module.closest_best((1 << n) - 1, q, None, dist, budget_module.Budget()) == expected
 
 
 def test_closest_search_on_the_sgi_table_is_fast() -> None:
@@ -590,8 +591,8 @@ def test_closest_search_on_the_sgi_table_is_fast() -> None:
 
     dist = {i: {j: d(i, j) for j in range(64)} for i in range(64)}
     for q in (20, 40, 56):
-        budget = search_module.Budget(60_000)
-        got = search_module.closest_best((1 << 64) - 1, q, None, dist, budget)
+        budget = budget_module.Budget(60_000)
+        got = order_module.closest_best((1 << 64) - 1, q, None, dist, budget)
         assert got is not None and got.bit_count() == q
 
 
@@ -600,7 +601,7 @@ def test_closest_search_on_the_sgi_table_is_fast() -> None:
 
 def test_too_large_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """An opaque rule on 64 nodes whose narrowest mask is large exhausts the step budget."""
-    monkeypatch.setattr(search_module, "STEP_LIMIT", 5_000)
+    monkeypatch.setattr(budget_module, "STEP_LIMIT", 5_000)
     nodes = tuple(range(64))
     full = (1 << 64) - 1
 
@@ -623,12 +624,12 @@ def test_identical_large_families_do_not_explode() -> None:
     wide = GeneratedHints(nodes, full, d.feasible, 33, demand=d)
     d1 = Demand.per_node({i: (8,) for i in nodes}, (8 * 20,))
     other = GeneratedHints(nodes, full, d1.feasible, 20, demand=d1)
-    saved = search_module.STEP_LIMIT
-    search_module.STEP_LIMIT = 20_000
+    saved = budget_module.STEP_LIMIT
+    budget_module.STEP_LIMIT = 20_000
     try:
         got = merge_lists([wide, other], full)
     finally:
-        search_module.STEP_LIMIT = saved
+        budget_module.STEP_LIMIT = saved
     assert got == TopologyHint((1 << 33) - 1, False)
 
 

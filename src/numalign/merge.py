@@ -71,9 +71,9 @@ Why an exact shortcut exists
 
 4. **The best subset of one size.** ``Narrowest``: integer order among masks of one
    popcount compares the highest element first, so the answer is built from the top by
-   at most ``min(n, q log n)`` oracle calls (:func:`~numalign.merge_search.colex_best`).
+   at most ``min(n, q log n)`` oracle calls (:func:`~numalign.merge_order.colex_best`).
    ``Closest``: a branch and bound in increasing integer order over runs of
-   interchangeable nodes (:func:`~numalign.merge_search.closest_best`).
+   interchangeable nodes (:func:`~numalign.merge_order.closest_best`).
 
 If nothing is reachable (every permutation ANDs to the empty mask, or a list is empty) the
 result is the kubelet's ``(default mask, not preferred)``.
@@ -108,7 +108,7 @@ Cost
 Caps
 ====
 Every search step of one merge is counted; more than
-:data:`numalign.merge_search.STEP_LIMIT` (2,000,000, a few seconds of CPU) raises
+:data:`numalign.merge_budget.STEP_LIMIT` (2,000,000, a few seconds of CPU) raises
 :class:`MergeTooLarge`, an :class:`~numalign.errors.InputError` naming the search that ran
 out, instead of hanging. Generated lists without a :class:`~numalign.hints.Demand` (an
 opaque ``feasible``) are merged exactly but every node is its own class, so on large
@@ -125,15 +125,12 @@ from dataclasses import dataclass
 
 from numalign.bitmask import ids_of, masks_of_size
 from numalign.hints import GeneratedHints, HintList, TopologyHint
+from numalign.merge_budget import Budget, MergeTooLarge
+from numalign.merge_order import CachedOracle, closest_best, colex_best
 from numalign.merge_search import (
-    Budget,
-    CachedOracle,
     Family,
     Groups,
-    MergeTooLarge,
     best_and,
-    closest_best,
-    colex_best,
     joint_reach,
     joint_witness,
     min_size,
@@ -321,7 +318,7 @@ def merge_lists(
     """The kubelet HintMerger result for flattened hint lists (see module docstring).
 
     Raises :class:`MergeTooLarge` (an InputError) when the exact answer would need more
-    than :data:`numalign.merge_search.STEP_LIMIT` search steps.
+    than :data:`numalign.merge_budget.STEP_LIMIT` search steps.
     """
     if any(not isinstance(h, GeneratedHints) and len(h) == 0 for h in lists):
         return TopologyHint(default, False)  # an empty list: empty product

@@ -47,7 +47,8 @@ from numalign.bitmask import mask_of
 from numalign.errors import InputError, UnexpectedAdmissionError
 from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Device, Machine
-from numalign.merge_search import Budget, Family, min_size
+from numalign.merge_budget import Budget
+from numalign.merge_search import Family, min_size
 from numalign.pods import Container, ContainerKind, Pod
 
 __all__ = [

@@ -48,7 +48,9 @@ from numalign.bitmask import ids_of, mask_of
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Machine
-from numalign.merge_search import Budget, Family, colex_best, joint_reach, min_size
+from numalign.merge_budget import Budget
+from numalign.merge_order import colex_best
+from numalign.merge_search import Family, joint_reach, min_size
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 
 __all__ = [
@@ -758,7 +760,7 @@ def _narrowest(gen: GeneratedHints, within: int) -> int | None:
     that many, so the best hint is the narrowest feasible superset of ``within``: the
     narrowest extra mask holding it, or from the monotone part the smallest size ``k`` that
     a superset reaches (binary search) and the smallest integer among those of size ``k``
-    (:func:`numalign.merge_search.colex_best`) - no mask is listed.
+    (:func:`numalign.merge_order.colex_best`) - no mask is listed.
     """
     found = min(
         (m for m in gen.extra if m & within == within), key=lambda m: (m.bit_count(), m), default=None
