@@ -257,7 +257,7 @@ class _View:
 
     __slots__ = ("family", "gen", "has_nil", "masks", "pref_masks", "pref_nil")
 
-    def __init__(self, hints: HintList) -> None:
+    def __init__(self, hints: HintList, shared: dict[int, Family | None] | None = None) -> None:
         self.gen: GeneratedHints | None = None
         self.family: Family | None = None
         self.pref_nil = False
@@ -266,9 +266,16 @@ class _View:
         self.pref_masks: set[int] = set()
         if isinstance(hints, GeneratedHints):
             self.gen = hints
+            # one Family per rule object: the memory manager hands the same rule to every
+            # memory resource (memory, hugepages-*)
+            if shared is not None and id(hints) in shared:
+                self.family = shared[id(hints)]
+                return
             u = hints.universe
             if u and hints.feasible(u):
                 self.family = Family(hints)
+            if shared is not None:
+                shared[id(hints)] = self.family
             return
         for h in hints:
             if h.affinity is None:
@@ -325,7 +332,8 @@ def merge_lists(
     if _small_explicit(lists, default):
         return _fold_small([h for h in lists if not isinstance(h, GeneratedHints)], default, fit)
     budget = Budget()
-    views = [_View(h) for h in lists]
+    shared: dict[int, Family | None] = {}
+    views = [_View(h, shared) for h in lists]
 
     best = _best_preferred(views, default, fit, budget)
     if best is not None:
@@ -333,7 +341,17 @@ def merge_lists(
 
     if default.bit_count() <= MATERIALIZE_LIMIT:
         views = [_View(v.gen.materialize()) if v.gen is not None else v for v in views]
-    counts = [c for c in (v.narrowest_count(budget) for v in views) if c is not None]
+    sizes: dict[int, int | None] = {}
+    counts = []
+    for v in views:
+        if v.gen is not None and id(v.gen) in sizes:
+            c = sizes[id(v.gen)]
+        else:
+            c = v.narrowest_count(budget)
+            if v.gen is not None:
+                sizes[id(v.gen)] = c
+        if c is not None:
+            counts.append(c)
     found = _best_non_preferred(views, default, max(counts, default=0), fit, budget)
     return TopologyHint(default if found is None else found, False)
 

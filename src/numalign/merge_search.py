@@ -422,6 +422,20 @@ def min_size(family: Family, budget: Budget) -> int | None:
     if u == 0 or not family.feasible(u):
         return None
     lo, hi = 1, popcount(u)
+    if not family.opaque and family.dims:
+        # each dimension alone needs at least as many nodes as its largest amounts take
+        # (items near several nodes count fully for each node: still a lower bound)
+        base = family.totals(0)
+        for d in family.dims:
+            amounts = sorted((family.gains(v, 0)[d] for v in ids_of(u)), reverse=True)
+            got, k = base[d], 0
+            while got < family.need[d] and k < len(amounts):
+                got += amounts[k]
+                k += 1
+            lo = max(lo, k)
+        if joint_reach([family], 0, u, lo, budget):
+            return lo
+        lo += 1
     while lo < hi:
         mid = (lo + hi) // 2
         if joint_reach([family], 0, u, mid, budget):
@@ -527,6 +541,19 @@ class _Dropper:
         return cap
 
 
+def _drops_alone(f: Family, universe: int, tot: list[int], v: int) -> bool:
+    """Can the family's pick be its whole universe but ``v``?"""
+    rest = universe & ~(1 << v)
+    if rest == 0:
+        return False
+    if f.opaque or f.special >> v & 1 or rest & f.lonely:
+        return f.feasible(rest)
+    row = f.weights.get(v)
+    if row is None:
+        return True  # nothing lost; the universe itself is feasible
+    return all(tot[d] - row[d] >= f.need[d] for d in f.dims)
+
+
 def and_reach(
     families: Sequence[Family], w: int, inc: int, exc: int, c: int, budget: Budget
 ) -> bool:
@@ -564,9 +591,9 @@ def and_witness(
             return (found & w) | inc
     if len(families) == 1:
         return None
+    full = [(f, f.universe, f.totals(f.universe)) for f in families]
     for v in ids_of(forced):
-        bit = 1 << v
-        if not any(f.universe & ~bit and f.feasible(f.universe & ~bit) for f in families):
+        if not any(_drops_alone(f, u, tot, v) for f, u, tot in full):
             return None
 
     droppers = [_Dropper(f, f.universe) for f in families]
@@ -604,14 +631,14 @@ def and_witness(
             return True
         # interchangeable nodes take non-decreasing bins (any solution can be sorted so)
         lo = prev if i and sigs[i] == sigs[i - 1] else 0
-        key = (i, kept, lo, *(d.key() for d in droppers))
-        if key in failed:
+        if failed and (i, kept, lo, *(d.key() for d in droppers)) in failed:
             return False
-        rest = rest_after[i]
-        caps = sum(d.capacity(rest, o) for d, o in zip(droppers, orders, strict=True))
-        if caps < forced_after[i] or caps + min(t - kept, soft_after[i]) < n - i:
-            failed.add(key)
-            return False
+        if i % 4 == 0:  # a pruning aid only: not needed at every node
+            rest = rest_after[i]
+            caps = sum(d.capacity(rest, o) for d, o in zip(droppers, orders, strict=True))
+            if caps < forced_after[i] or caps + min(t - kept, soft_after[i]) < n - i:
+                failed.add((i, kept, lo, *(d.key() for d in droppers)))
+                return False
         v, is_forced = nodes[i]
         for b in range(lo, bins):
             if b == 0:
@@ -627,7 +654,7 @@ def and_witness(
             d.undo(v, old)
             if ok:
                 return True
-        failed.add(key)
+        failed.add((i, kept, lo, *(d.key() for d in droppers)))
         return False
 
     if go(0, 0, 0):
