@@ -2,17 +2,15 @@
 
 Everything here answers questions about *monotone families*: the masks ``M`` inside a
 universe ``U`` with ``feasible(M)``, where a superset of a feasible mask (still inside ``U``)
-is feasible (:class:`~numalign.hints.GeneratedHints`). Three oracles and two optimisers:
+is feasible (:class:`~numalign.hints.GeneratedHints`):
 
 * :func:`joint_reach` - "can ``base`` grow by at most ``t`` nodes of ``cand`` into a mask
-  that every family accepts?" (the preferred search, and one family alone);
+  that every family accepts?" (the preferred search, one family alone, :func:`min_size`);
 * :func:`and_reach` - "can one pick per family AND to a mask ``X`` with ``In ⊆ X``,
   ``X ∩ Ex = ∅`` and ``|X| <= c``?" (the non-preferred search); an assignment of every node
   to a family that drops it, or to the at most ``c - |In|`` nodes kept;
-* :func:`colex_best` - the numerically smallest ``q``-subset an oracle admits (for one
-  popcount, the kubelet's narrowness order), with at most one oracle call per node;
-* :func:`closest_best` - the ``q``-subset of smallest average distance (ties: smallest
-  integer), by branch and bound in increasing integer order.
+* :func:`best_and` - the best reachable AND of some families' picks under the
+  non-preferred ranking, with the optimisers of :mod:`numalign.merge_order`.
 
 The oracles are exact. Their worst case is exponential (both embed NP-hard problems:
 ``PARTITION`` is "can two capacity families drop disjoint halves of the machine"), so every
@@ -22,6 +20,8 @@ than hang. What keeps real inputs far below the budget:
 * nodes that look the same to every family (same amounts, not special) form *classes*;
   searches choose how many nodes of a class to take, never which ones, so a machine of
   identical nodes costs a few steps per class, not ``2^N``;
+* a class that holds at least another's amounts in every dimension is taken in full
+  before any node of the other (dominance: swapping keeps a solution feasible);
 * optimistic bounds (the ``t`` largest amounts still available, the slack a family has left
   to drop nodes) prune before branching; failed states are memoised;
 * :func:`and_reach` first asks whether one family alone does the job (then the others
@@ -35,41 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from numalign.bitmask import ids_of
-from numalign.errors import InputError
 from numalign.hints import GeneratedHints
-
-#: Search steps one merge may take before :class:`MergeTooLarge` is raised.
-STEP_LIMIT = 2_000_000
-
-
-class MergeTooLarge(InputError):
-    """The exact merge would need more than :data:`STEP_LIMIT` search steps."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(
-            f"merge needs more than {STEP_LIMIT:,} search steps ({what}); "
-            "the inputs are too large for an exact answer",
-            "hints",
-        )
-
-
-class Budget:
-    """Counts search steps of one merge."""
-
-    __slots__ = ("left",)
-
-    def __init__(self, steps: int | None = None) -> None:
-        self.left = STEP_LIMIT if steps is None else steps
-
-    def tick(self, what: str, n: int = 1) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise MergeTooLarge(what)
-
-
-def popcount(mask: int) -> int:
-    return mask.bit_count()
-
+from numalign.merge_budget import Budget, popcount
+from numalign.merge_order import CachedOracle, closest_best, colex_best
 
 # --------------------------------------------------------------------------- families
 
@@ -298,12 +266,12 @@ def joint_witness(
         if groups is not None:
             key = (*key, groups.index(v))
         classes.setdefault(key, []).append(v)
-    deficits = [f.totals(base) for f in families]
+    start = [f.totals(base) for f in families]
 
     def usefulness(nodes: list[int]) -> tuple[float, int]:
         v = nodes[0]
         score = 0.0
-        for f, tot in zip(families, deficits, strict=True):
+        for f, tot in zip(families, start, strict=True):
             row = f.gains(v, base)
             for d in f.dims:
                 left = f.need[d] - tot[d]
@@ -314,20 +282,49 @@ def joint_witness(
         return (-score, v)
 
     order = sorted(classes.values(), key=usefulness)
+    nclasses = len(order)
     masks = []
     for nodes in order:
         prefix = [0]
         for v in nodes:
             prefix.append(prefix[-1] | 1 << v)
         masks.append(prefix)
-    rest_after = [0] * (len(order) + 1)
-    for i in range(len(order) - 1, -1, -1):
-        rest_after[i] = rest_after[i + 1] | masks[i][-1]
-    failed: set[tuple[int, int, int]] = set()
+    # per class: None if special for some family (effects depend on the mask), else the
+    # amounts of one node for every family
+    rows: list[list[list[int]] | None] = []
+    for nodes in order:
+        v = nodes[0]
+        if any(f.opaque or f.special >> v & 1 for f in families):
+            rows.append(None)
+        else:
+            rows.append([list(f.weight(v)) for f in families])
+    exact = groups is not None or any(f.opaque for f in families)
+    special = 0
+    for f in families:
+        special |= f.special
+    failed: set[tuple[object, ...]] = set()
+    # Dominance: if class a (earlier) holds at least class b's amounts for every family,
+    # swapping a b-node for an untaken a-node keeps any solution feasible and as small, so
+    # some solution takes no b-node unless it takes all of a (plain nodes, no groups).
+    dominated: list[int] = [0] * nclasses  # per class: bit mask of later classes it dominates
+    if groups is None:
+        for a, ra in enumerate(rows):
+            if ra is None:
+                continue
+            for b in range(a + 1, nclasses):
+                rb = rows[b]
+                if rb is not None and all(
+                    all(x >= y for x, y in zip(wa, wb, strict=True)) for wa, wb in zip(ra, rb, strict=True)
+                ):
+                    dominated[a] |= 1 << b
 
-    def hopeless(s: int, rest: int, left: int) -> bool:
-        """Optimistic bounds: even the best ``left`` nodes of ``rest`` cannot make it."""
-        for f in families:
+    def hopeless(i: int, s: int, left: int, banned: int, tots: list[list[int]]) -> bool:
+        """Optimistic bounds: even the best ``left`` nodes still available cannot make it."""
+        avail = [j for j in range(i, nclasses) if not banned >> j & 1]
+        rest = 0
+        for j in avail:
+            rest |= masks[j][-1]
+        for fi, f in enumerate(families):
             if f.opaque:
                 if not f.feasible(s | rest):
                     return True
@@ -337,41 +334,86 @@ def joint_witness(
                     return True
             if not f.dims:
                 continue
-            tot = f.totals(s)
+            tot = tots[fi]
             short = [d for d in f.dims if tot[d] < f.need[d]]
             if not short:
                 continue
             if left == 0:
                 return True
-            gains = [f.gains(v, s) for v in ids_of(rest)]
+            # (gain row, how many nodes) per available class
+            offers: list[tuple[list[int], int]] = []
+            for j in avail:
+                r = rows[j]
+                if r is not None:
+                    offers.append((r[fi], len(order[j])))
+                else:
+                    offers.append((f.gains(order[j][0], s), 1))
             for d in short:
-                top = heapq.nlargest(left, (g[d] for g in gains))
-                if tot[d] + sum(top) < f.need[d]:
+                got = tot[d]
+                take = left
+                for g, z in sorted(offers, key=lambda o: -o[0][d]):
+                    if take == 0 or g[d] <= 0:
+                        break
+                    n = min(z, take)
+                    got += n * g[d]
+                    take -= n
+                if got < f.need[d]:
+                    return True
+            if len(short) > 1:
+                # every short dimension d must gain its deficit; gains capped at the deficit
+                # still add up to it, so the capped, normalised gains of the chosen nodes
+                # sum to at least len(short) (a float bound, kept conservative)
+                deficit = {d: f.need[d] - tot[d] for d in short}
+                scored = sorted(
+                    ((sum(min(g[d], deficit[d]) / deficit[d] for d in short), z) for g, z in offers),
+                    reverse=True,
+                )
+                total = 0.0
+                take = left
+                for sc, z in scored:
+                    if take == 0:
+                        break
+                    n = min(z, take)
+                    total += n * sc
+                    take -= n
+                if total < len(short) - 1e-9:
                     return True
         return groups is not None and groups.touched(s) > groups.count
 
-    def go(i: int, s: int, left: int) -> int:
+    def go(i: int, s: int, left: int, banned: int, tots: list[list[int]]) -> int:
         budget.tick("joint search")
         if done(s):
             return s
-        if i == len(order) or left == 0:
+        if i == nclasses or left == 0:
             return 0
-        key = (i, s, left)
+        state: object = s if exact else (s == 0, s & special, tuple(
+            tuple(min(x, n) for x, n in zip(tot, f.need, strict=True)) for f, tot in zip(families, tots, strict=True)
+        ))
+        key = (i, left, banned, state)
         if key in failed:
             return 0
-        rest = rest_after[i]
-        if hopeless(s, rest, left):
+        if hopeless(i, s, left, banned, tots):
             failed.add(key)
             return 0
         prefix = masks[i]
-        for k in range(min(len(prefix) - 1, left), -1, -1):
-            found = go(i + 1, s | prefix[k], left - k)
+        size = len(prefix) - 1
+        top = 0 if banned >> i & 1 else min(size, left)
+        row = rows[i]
+        for k in range(top, -1, -1):
+            s2 = s | prefix[k]
+            if k == 0:
+                tots2 = tots
+            elif row is not None:
+                tots2 = [[x + k * w for x, w in zip(tot, r, strict=True)] for tot, r in zip(tots, row, strict=True)]
+            else:
+                tots2 = [f.totals(s2) for f in families]
+            found = go(i + 1, s2, left - k, banned if k == size else banned | dominated[i], tots2)
             if found:
                 return found
         failed.add(key)
         return 0
 
-    return go(0, base, t) or None
+    return go(0, base, t, 0, start) or None
 
 
 def min_size(family: Family, budget: Budget) -> int | None:
@@ -380,6 +422,20 @@ def min_size(family: Family, budget: Budget) -> int | None:
     if u == 0 or not family.feasible(u):
         return None
     lo, hi = 1, popcount(u)
+    if not family.opaque and family.dims:
+        # each dimension alone needs at least as many nodes as its largest amounts take
+        # (items near several nodes count fully for each node: still a lower bound)
+        base = family.totals(0)
+        for d in family.dims:
+            amounts = sorted((family.gains(v, 0)[d] for v in ids_of(u)), reverse=True)
+            got, k = base[d], 0
+            while got < family.need[d] and k < len(amounts):
+                got += amounts[k]
+                k += 1
+            lo = max(lo, k)
+        if joint_reach([family], 0, u, lo, budget):
+            return lo
+        lo += 1
     while lo < hi:
         mid = (lo + hi) // 2
         if joint_reach([family], 0, u, mid, budget):
@@ -485,6 +541,19 @@ class _Dropper:
         return cap
 
 
+def _drops_alone(f: Family, universe: int, tot: list[int], v: int) -> bool:
+    """Can the family's pick be its whole universe but ``v``?"""
+    rest = universe & ~(1 << v)
+    if rest == 0:
+        return False
+    if f.opaque or f.special >> v & 1 or rest & f.lonely:
+        return f.feasible(rest)
+    row = f.weights.get(v)
+    if row is None:
+        return True  # nothing lost; the universe itself is feasible
+    return all(tot[d] - row[d] >= f.need[d] for d in f.dims)
+
+
 def and_reach(
     families: Sequence[Family], w: int, inc: int, exc: int, c: int, budget: Budget
 ) -> bool:
@@ -522,9 +591,9 @@ def and_witness(
             return (found & w) | inc
     if len(families) == 1:
         return None
+    full = [(f, f.universe, f.totals(f.universe)) for f in families]
     for v in ids_of(forced):
-        bit = 1 << v
-        if not any(f.universe & ~bit and f.feasible(f.universe & ~bit) for f in families):
+        if not any(_drops_alone(f, u, tot, v) for f, u, tot in full):
             return None
 
     droppers = [_Dropper(f, f.universe) for f in families]
@@ -562,14 +631,14 @@ def and_witness(
             return True
         # interchangeable nodes take non-decreasing bins (any solution can be sorted so)
         lo = prev if i and sigs[i] == sigs[i - 1] else 0
-        key = (i, kept, lo, *(d.key() for d in droppers))
-        if key in failed:
+        if failed and (i, kept, lo, *(d.key() for d in droppers)) in failed:
             return False
-        rest = rest_after[i]
-        caps = sum(d.capacity(rest, o) for d, o in zip(droppers, orders, strict=True))
-        if caps < forced_after[i] or caps + min(t - kept, soft_after[i]) < n - i:
-            failed.add(key)
-            return False
+        if i % 4 == 0:  # a pruning aid only: not needed at every node
+            rest = rest_after[i]
+            caps = sum(d.capacity(rest, o) for d, o in zip(droppers, orders, strict=True))
+            if caps < forced_after[i] or caps + min(t - kept, soft_after[i]) < n - i:
+                failed.add((i, kept, lo, *(d.key() for d in droppers)))
+                return False
         v, is_forced = nodes[i]
         for b in range(lo, bins):
             if b == 0:
@@ -585,342 +654,12 @@ def and_witness(
             d.undo(v, old)
             if ok:
                 return True
-        failed.add(key)
+        failed.add((i, kept, lo, *(d.key() for d in droppers)))
         return False
 
     if go(0, 0, 0):
         return inc | keep_all | kept_nodes[0]
     return None
-
-
-# --------------------------------------------------------------------------- optimisers
-
-
-Oracle = Callable[[int, int], bool]
-
-
-class CachedOracle:
-    """Answers "is there an admitted ``X`` with ``|X| = size`` and ``inc ⊆ X ⊆ allowed``?"
-    for an *up-closed* admitted family, remembering what earlier searches found.
-
-    ``find(inc, allowed)`` returns a witness - an admitted mask ``x`` with ``inc ⊆ x ⊆
-    allowed`` and ``|x| <= size`` - or None. A witness answers every later query it fits
-    (``x | inc`` is admitted too, and can be padded inside ``allowed``); a failure answers
-    every later query with more required and fewer allowed nodes.
-    """
-
-    __slots__ = ("find", "hits", "misses", "size")
-
-    def __init__(self, size: int, find: Callable[[int, int], int | None]) -> None:
-        self.size = size
-        self.find = find
-        self.hits: list[int] = []
-        self.misses: list[tuple[int, int]] = []
-
-    def __call__(self, inc: int, allowed: int) -> bool:
-        if popcount(allowed) < self.size:
-            return False
-        for x in self.hits:
-            y = x | inc
-            if y & ~allowed == 0 and popcount(y) <= self.size:
-                return True
-        for i, a in self.misses:
-            if inc & i == i and allowed & ~a == 0:
-                return False
-        found = self.find(inc, allowed)
-        if found is None:
-            self.misses.append((inc, allowed))
-            return False
-        self.hits.append(found)
-        return True
-
-
-def colex_best(w: int, q: int, exists: Oracle) -> int:
-    """The smallest integer ``X ⊆ w`` with ``|X| = q`` such that the family admits it.
-
-    ``exists(inc, allowed)`` must answer "is some admitted ``X`` of size ``q`` with
-    ``inc ⊆ X ⊆ allowed``?" and be true for ``(0, w)``. For one popcount, integer order
-    compares the highest elements first, so the answer's highest element is the lowest node
-    ``h`` with ``exists(0, nodes <= h)``, then the next one below it, and so on. Each element
-    is found by binary search (``exists`` is monotone in ``allowed``) when ``q`` is small,
-    else by one pass from the top (leave a node out whenever that is still possible): at
-    most ``min(q * log2(n), n)`` oracle calls.
-    """
-    nodes = ids_of(w)
-    n = len(nodes)
-    if q * max(1, n.bit_length()) >= n:
-        inc, allowed = 0, w
-        for v in reversed(nodes):
-            if popcount(inc) == q:
-                return inc
-            if popcount(allowed) == q:
-                return allowed
-            bit = 1 << v
-            if exists(inc, allowed & ~bit):
-                allowed &= ~bit
-            else:
-                inc |= bit
-        return inc
-    inc = 0
-    rest = nodes  # ascending; every element of the answer not in inc is among them
-    while popcount(inc) < q:
-        need = q - popcount(inc)
-        if len(rest) == need:
-            for v in rest:
-                inc |= 1 << v
-            break
-        prefix = [0]
-        for v in rest:
-            prefix.append(prefix[-1] | 1 << v)
-        lo, hi = need - 1, len(rest) - 1  # the answer's next element is rest[j] for some j
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if exists(inc, inc | prefix[mid + 1]):
-                hi = mid
-            else:
-                lo = mid + 1
-        inc |= 1 << rest[lo]
-        rest = rest[:lo]
-    return inc
-
-
-def _runs(
-    nodes: list[int],
-    distances: Mapping[int, Mapping[int, int]],
-    same: Callable[[int], object] | None,
-) -> list[list[int]]:
-    """Maximal runs of consecutive nodes that are interchangeable: equal ``same`` keys,
-    equal self-distance, equal distances to (and from) every node outside the run, and one
-    distance between any two members."""
-    runs: list[list[int]] = []
-    for v in nodes:
-        run = runs[-1] if runs else None
-        if run is not None and (same is None or same(v) == same(run[0])):
-            a = run[0]
-            dv, da = distances[v], distances[a]
-            inner = distances[run[1]][a] if len(run) > 1 else dv[a]
-            ok = dv[v] == da[a] and all(
-                dv[u] == inner and distances[u][v] == inner for u in run
-            )
-            if ok:
-                members = set(run)
-                ok = all(
-                    dv[x] == da[x] and distances[x][v] == distances[x][a]
-                    for x in nodes
-                    if x != v and x not in members
-                )
-            if ok:
-                run.append(v)
-                continue
-        runs.append([v])
-    return runs
-
-
-def closest_best(
-    w: int,
-    q: int,
-    exists: Oracle | None,
-    distances: Mapping[int, Mapping[int, int]],
-    budget: Budget,
-    same: Callable[[int], object] | None = None,
-    start: int | None = None,
-) -> int | None:
-    """The admitted ``q``-subset of ``w`` with the smallest average distance, ties to the
-    smallest integer (kubelet ``Closest``); None if nothing is admitted. ``exists`` is the
-    oracle of :func:`colex_best` (None: every subset is admitted); ``same(v)`` tells which
-    nodes the oracle cannot tell apart.
-
-    For one size, the average distance orders like the integer sum ``D(X)`` of
-    ``distances[u][v]`` over ordered pairs of ``X`` (diagonal included). Consecutive nodes
-    that are interchangeable (:func:`_runs`; real distance tables come in such groups,
-    e.g. 16 runs of 4 on the 64-node SGI capture) form classes; an admitted optimum can be
-    moved to the lowest ids of each class without changing ``D`` or the oracle's answer,
-    which only lowers its integer value. So the search decides, from the highest class
-    down, how many of a class's lowest ids to take (fewest first): that visits candidates in
-    increasing integer order, and a later candidate never wins a tie. Branches are cut by a
-    Gilmore-Lawler bound (each node still to choose costs at least its distance to the
-    chosen nodes plus half the distances to its nearest possible companions) against the
-    best so far, seeded by a greedy solution, and by the oracle.
-    """
-    nodes = ids_of(w)
-    if q > len(nodes) or q <= 0:
-        return None
-    runs = _runs(nodes, distances, same)
-    m = len(runs)
-    size = [len(r) for r in runs]
-    reps = [r[0] for r in runs]
-    diag = [int(distances[v][v]) for v in reps]
-    inner = [
-        int(distances[r[0]][r[1]]) + int(distances[r[1]][r[0]]) if len(r) > 1 else 0 for r in runs
-    ]
-    cross = [
-        [int(distances[reps[i]][reps[j]]) + int(distances[reps[j]][reps[i]]) for j in range(m)]
-        for i in range(m)
-    ]
-    near = [sorted((cross[i][j], j) for j in range(m) if j != i) for i in range(m)]
-    below = [0] * (m + 1)  # nodes in classes < k
-    for k in range(m):
-        below[k + 1] = below[k] + size[k]
-    lowest = [[0] * (len(r) + 1) for r in runs]  # lowest[k][c]: mask of the c lowest ids
-    for k, r in enumerate(runs):
-        for c, v in enumerate(r):
-            lowest[k][c + 1] = lowest[k][c] | 1 << v
-    all_below = [0] * (m + 1)
-    for k in range(m):
-        all_below[k + 1] = all_below[k] | lowest[k][-1]
-
-    companions: dict[tuple[int, int, int], int] = {}
-
-    def companion(j: int, k: int, r: int) -> int:
-        """Sum of the ``r - 1`` smallest pair weights from a node of class ``j`` to the
-        other nodes of classes ``< k``."""
-        ck = (j, k, r)
-        got = companions.get(ck)
-        if got is not None:
-            return got
-        want = r - 1
-        acc = 0
-        own = size[j] - 1
-        own_w = inner[j]
-        for wt, other in near[j]:
-            if want == 0:
-                break
-            if own and own_w <= wt:
-                take = min(own, want)
-                acc += take * own_w
-                want -= take
-                own = 0
-                if want == 0:
-                    break
-            if other >= k:
-                continue
-            take = min(size[other], want)
-            acc += take * wt
-            want -= take
-        if want and own:
-            acc += min(own, want) * own_w
-        companions[ck] = acc
-        return acc
-
-    def bound2(r: int, k: int, a: list[int]) -> int:
-        """Twice a lower bound of the cost of ``r`` more nodes from classes ``< k``."""
-        if r == 0:
-            return 0
-        costs = sorted((2 * a[j] + companion(j, k, r), size[j]) for j in range(k))
-        total = 0
-        for c2, z in costs:
-            take = min(z, r)
-            total += take * c2
-            r -= take
-            if r == 0:
-                return total
-        return 1 << 62
-
-    # interchangeable classes: the min-integer optimum takes no more of the higher one
-    keys = [same(v) if same is not None else None for v in reps]
-    twins_above: list[list[int]] = [[] for _ in range(m)]
-    for x in range(m):
-        for y in range(x + 1, m):
-            if (
-                size[x] == size[y]
-                and diag[x] == diag[y]
-                and inner[x] == inner[y]
-                and keys[x] == keys[y]
-                and all(cross[x][z] == cross[y][z] for z in range(m) if z != x and z != y)
-            ):
-                twins_above[x].append(y)
-    counts = [0] * m
-
-    # greedy seeds: from every class, add the cheapest next node
-    best_sum = 1 << 62
-    if start is not None:
-        best_sum = _distance_sum(start, distances) + 1  # +1: equal sums found by the search win
-    greedy: list[tuple[int, int]] = []
-    for seed in range(0, m, max(1, m // 8)):  # a few seeds, spread over the machine
-        taken = [0] * m
-        a = list(diag)
-        total = 0
-        for step in range(q):
-            if step == 0:
-                j = seed
-            else:
-                j = min(
-                    (x for x in range(m) if taken[x] < size[x]),
-                    key=lambda x: a[x] + taken[x] * inner[x],
-                )
-            total += a[j] + taken[j] * inner[j]
-            taken[j] += 1
-            for x in range(m):
-                if x != j:
-                    a[x] += cross[j][x]
-        chosen = 0
-        for x in range(m):
-            chosen |= lowest[x][taken[x]]
-        greedy.append((total, chosen))
-    greedy.sort()
-    for total, chosen in greedy[:3]:
-        if total + 1 >= best_sum:
-            break
-        if exists is None or exists(chosen, chosen):
-            best_sum = total + 1
-            break
-    best: list[int] = [best_sum, -1]
-    # Without an oracle and when the cost is strictly concave along "move one node from
-    # class y to class x" for every two classes of >= 2 nodes (inner[x] + inner[y] <
-    # 2 * cross[x][y]: members of a class are closer to each other than to anyone else), a
-    # solution with two partly taken classes is beaten by pushing one of them to full or
-    # empty; every optimum takes all classes whole but at most one.
-    whole = exists is None and all(
-        inner[x] + inner[y] < 2 * cross[x][y]
-        for x in range(m)
-        for y in range(x + 1, m)
-        if size[x] > 1 and size[y] > 1
-    )
-
-    def go(k: int, r: int, total: int, a: list[int], inc: int, partial: bool = False) -> None:
-        budget.tick("closest search")
-        if r == 0:
-            if total < best[0] and (exists is None or exists(inc, inc)):
-                best[0], best[1] = total, inc
-            return
-        if k < 0 or below[k + 1] < r:
-            return
-        z = size[k]
-        floor = max((counts[y] for y in twins_above[k]), default=0)
-        for c in range(floor, min(z, r) + 1):
-            part = 0 < c < z
-            if whole and part and partial:
-                continue
-            if c == 0:
-                a2 = a
-                t2 = total
-            else:
-                t2 = total + c * a[k] + (c * (c - 1) // 2) * inner[k]
-                row = cross[k]
-                a2 = [a[j] + c * row[j] for j in range(k)]
-            r2 = r - c
-            if below[k] < r2:
-                continue
-            if 2 * t2 + bound2(r2, k, a2) >= 2 * best[0]:
-                continue
-            inc2 = inc | lowest[k][c]
-            if exists is not None and r2 and not exists(inc2, inc2 | all_below[k]):
-                continue
-            counts[k] = c
-            go(k - 1, r2, t2, a2, inc2, partial or part)
-            counts[k] = 0
-
-    go(m - 1, q, 0, list(diag), 0)
-    if best[1] >= 0:
-        return best[1]
-    if exists is None or start is not None:
-        raise AssertionError("a seed was admitted: the search must find one as good")
-    return None
-
-
-def _distance_sum(mask: int, distances: Mapping[int, Mapping[int, int]]) -> int:
-    bits = ids_of(mask)
-    return sum(int(distances[u][v]) for u in bits for v in bits)
 
 
 # --------------------------------------------------------------------------- best AND

@@ -38,7 +38,6 @@ pass ``strict_unknown_resources=False`` for the kubelet's lenient behaviour.
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +47,8 @@ from numalign.bitmask import mask_of
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Device, Machine
+from numalign.merge_budget import Budget
+from numalign.merge_search import Family, min_size
 from numalign.pods import Container, ContainerKind, Pod
 
 __all__ = [
@@ -215,46 +216,18 @@ class DeviceState:
 
 def _min_affinity_size(nodes: list[int], device_masks: list[int], request: int) -> int:
     """Smallest popcount of a mask touching at least ``request`` of the devices (kubelet
-    ``minAffinitySize``, initialised to the number of NUMA nodes)."""
+    ``minAffinitySize``, initialised to the number of NUMA nodes). The same search as the
+    merge's: devices are items worth one, no mask is listed."""
     n = len(nodes)
     if request <= 0:
         return 1 if n else 0
     masks = [m for m in device_masks if m]
     if len(masks) < request:
         return n
-    per_node = {v: sum(1 for m in masks if m >> v & 1) for v in nodes}
-    if all(m.bit_count() == 1 for m in masks):
-        counts = sorted(per_node.values(), reverse=True)
-        acc = 0
-        for k, c in enumerate(counts, 1):
-            acc += c
-            if acc >= request:
-                return k
-        return n
-    order = sorted(nodes, key=lambda v: (-per_node[v], v))
-
-    def touched(mask: int) -> int:
-        return sum(1 for m in masks if m & mask)
-
-    def exists(k: int) -> bool:
-        def go(i: int, left: int, chosen: int) -> bool:
-            got = touched(chosen)
-            if got >= request:
-                return True
-            if left == 0 or i >= n:
-                return False
-            # bound: each further node adds at most its untouched devices
-            gains = [sum(1 for m in masks if m >> v & 1 and not m & chosen) for v in order[i:]]
-            if got + sum(heapq.nlargest(left, gains)) < request:
-                return False
-            return go(i + 1, left - 1, chosen | 1 << order[i]) or go(i + 1, left, chosen)
-
-        return go(0, k, 0)
-
-    for k in range(1, n + 1):
-        if exists(k):
-            return k
-    return n
+    demand = Demand((tuple((m, 1) for m in masks),), (request,))
+    gen = GeneratedHints(tuple(nodes), mask_of(nodes), demand.feasible, 1, demand=demand)
+    found = min_size(Family(gen), Budget())
+    return n if found is None else found
 
 
 def generate_hints(

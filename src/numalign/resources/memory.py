@@ -40,14 +40,15 @@ assignments all went away returns exactly to its initial state.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable, Mapping
 
 from numalign.bitmask import ids_of, mask_of
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Machine
-from numalign.merge_search import Budget, Family, colex_best, joint_reach
+from numalign.merge_budget import Budget
+from numalign.merge_order import colex_best
+from numalign.merge_search import Family, joint_reach, min_size
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.quantity import MEMORY, hugepage_resource_name, is_memory_resource
 
@@ -248,48 +249,13 @@ class _MemoryError(Exception):
 def _min_cover_size(
     nodes: list[int], caps: Mapping[int, tuple[int, ...]], need: tuple[int, ...]
 ) -> int | None:
-    """Smallest k such that some k nodes have, for every resource, a total >= need."""
-    n = len(nodes)
-    if n == 0:
+    """Smallest k such that some k nodes have, for every resource, a total >= need (None:
+    not even all nodes do). The same search as the merge's (no mask is listed)."""
+    if not nodes:
         return None
-    if all(x <= 0 for x in need):
-        return 1
-    dims = range(len(need))
-    if any(sum(caps[v][d] for v in nodes) < need[d] for d in dims):
-        return None
-
-    # order nodes by how much of the request they cover (best first) for a fast first hit
-    def score(v: int) -> float:
-        return sum(min(1.0, caps[v][d] / need[d]) for d in dims if need[d] > 0)
-
-    order = sorted(nodes, key=lambda v: (-score(v), v))
-
-    def exists(k: int) -> bool:
-        def go(i: int, left: int, acc: tuple[int, ...]) -> bool:
-            if all(acc[d] >= need[d] for d in dims):
-                return True
-            if left == 0 or n - i < 1:
-                return False
-            rest = order[i:]
-            for d in dims:
-                if acc[d] < need[d]:
-                    best = sum(heapq.nlargest(left, (caps[v][d] for v in rest)))
-                    if acc[d] + best < need[d]:
-                        return False
-            v = order[i]
-            taken = tuple(acc[d] + caps[v][d] for d in dims)
-            if go(i + 1, left - 1, taken):
-                return True
-            return n - (i + 1) >= 1 and go(i + 1, left, acc)
-
-        return go(0, k, tuple(0 for _ in dims))
-
-    for k in range(1, n + 1):
-        if any(sum(heapq.nlargest(k, (caps[v][d] for v in nodes))) < need[d] for d in dims):
-            continue
-        if exists(k):
-            return k
-    return n
+    demand = Demand.per_node(caps, need)
+    gen = GeneratedHints(tuple(nodes), mask_of(nodes), demand.feasible, 1, demand=demand)
+    return min_size(Family(gen), Budget())
 
 
 class MemoryManager:
@@ -655,7 +621,7 @@ def _narrowest(gen: GeneratedHints, within: int) -> int | None:
     that many, so the best hint is the narrowest feasible superset of ``within``: the
     narrowest extra mask holding it, or from the monotone part the smallest size ``k`` that
     a superset reaches (binary search) and the smallest integer among those of size ``k``
-    (:func:`numalign.merge_search.colex_best`) - no mask is listed.
+    (:func:`numalign.merge_order.colex_best`) - no mask is listed.
     """
     found = min(
         (m for m in gen.extra if m & within == within), key=lambda m: (m.bit_count(), m), default=None

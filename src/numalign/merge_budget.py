@@ -1,0 +1,42 @@
+"""The step budget of one merge: exact searches that stop with a clear error, never hang.
+
+Every search step of :mod:`numalign.merge_search` and :mod:`numalign.merge_order` is
+counted against one :class:`Budget` per merge; running out raises :class:`MergeTooLarge`, an
+:class:`~numalign.errors.InputError` (the CLI exits 2) that names the search.
+"""
+
+from __future__ import annotations
+
+from numalign.errors import InputError
+
+#: Search steps one merge may take before :class:`MergeTooLarge` is raised.
+STEP_LIMIT = 2_000_000
+
+
+class MergeTooLarge(InputError):
+    """The exact merge would need more than :data:`STEP_LIMIT` search steps."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"merge needs more than {STEP_LIMIT:,} search steps ({what}); "
+            "the inputs are too large for an exact answer",
+            "hints",
+        )
+
+
+class Budget:
+    """Counts search steps of one merge."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, steps: int | None = None) -> None:
+        self.left = STEP_LIMIT if steps is None else steps
+
+    def tick(self, what: str, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise MergeTooLarge(what)
+
+
+def popcount(mask: int) -> int:
+    return mask.bit_count()
