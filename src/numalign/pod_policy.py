@@ -11,11 +11,10 @@ Sources, first found wins:
 
 from __future__ import annotations
 
-import json
-
 from numalign.errors import InputError
 from numalign.pods import Pod
 from numalign.policies import Policy, Scope, parse_policy
+from numalign.yamlfiles import loads_json
 
 VOLCANO_ANNOTATION = "volcano.sh/numa-topology-policy"
 KOORDINATOR_ANNOTATION = "scheduling.koordinator.sh/numa-topology-spec"
@@ -30,10 +29,7 @@ def pod_policy(pod: Pod) -> tuple[Policy, Scope | None] | None:
         return parse_policy(ann[VOLCANO_ANNOTATION], f"{pod.key}: metadata.annotations[{VOLCANO_ANNOTATION}]")
     if KOORDINATOR_ANNOTATION in ann:
         field = f"{pod.key}: metadata.annotations[{KOORDINATOR_ANNOTATION}]"
-        try:
-            spec = json.loads(ann[KOORDINATOR_ANNOTATION])
-        except json.JSONDecodeError as e:
-            raise InputError(f"malformed JSON: {e.msg}", field) from None
+        spec = loads_json(ann[KOORDINATOR_ANNOTATION], field)
         if not isinstance(spec, dict):
             raise InputError("must be a JSON object", field)
         value = spec.get("numaTopologyPolicy", "")

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from numalign.errors import StateError
+from numalign.errors import InputError, StateError
 from numalign.launcher.proc import boot_id, proc_start_time, process_age, process_alive
 from numalign.node import store
 from numalign.node.usage import container_usage
+from numalign.yamlfiles import loads_json
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
@@ -117,10 +118,10 @@ def state_dirs(explicit: str | Path | None) -> list[Path]:
 
 def read_runs(state_dir: Path) -> dict[str, dict[str, Any]]:
     try:
-        doc = json.loads((state_dir / RUNS_FILE).read_text())
+        doc = loads_json((state_dir / RUNS_FILE).read_bytes(), str(state_dir / RUNS_FILE))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError):
+    except (OSError, InputError):
         return {}  # bookkeeping only: the pod names alone identify the launchers
     runs = doc.get("runs") if isinstance(doc, dict) else None
     return {k: v for k, v in runs.items() if isinstance(v, dict)} if isinstance(runs, dict) else {}
