@@ -34,7 +34,7 @@ import numalign.merge as merge_module
 import numalign.merge_budget as budget_module
 import numalign.merge_order as order_module
 from numalign._reference import _compare, _narrowest_count, product_fold
-from numalign.bitmask import ids_of, mask_of
+from numalign.bitmask import ids_of, iterate_masks, mask_of
 from numalign.errors import InputError
 from numalign.hints import (
     CANNOT_SATISFY,
@@ -379,6 +379,11 @@ def test_manager_hints_merge_like_the_fold(data: st.DataObject) -> None:
         tp = TopologyPolicy(policy, machine.node_ids, opts, dist)
         for hints in ([p.pod_hints(pod) for p in providers], [p.container_hints(pod, pod.containers[0]) for p in providers]):
             flat = flatten(hints)
+            for h in flat:
+                if isinstance(h, GeneratedHints):  # the rule as data says what the rule says
+                    assert h.demand is not None
+                    for m in iterate_masks(ids_of(h.universe)):
+                        assert h.demand.feasible(m) == h.feasible(m)
             with search_path():
                 got = tp.merge(hints)
             expected = fold_of_merged_set(flat, tp.default_mask, tp.fit)

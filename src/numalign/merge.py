@@ -95,15 +95,18 @@ Cost
   :data:`SMALL_FOLD_STEPS` steps) are folded directly; otherwise the depth-first search
   visits at most the distinct partial ANDs (never more than the product, nor than ``2^N``
   per list) and in practice a small part of them: 3 lists of 300 random masks on 32 nodes
-  take 15-50 ms where the kubelet's fold walks 27 million permutations (~0.9 s in Go); 5
+  take 8-25 ms where the kubelet's fold walks 27 million permutations (~0.9 s in Go); 5
   lists of 64 "all nodes but one" masks on 64 nodes take < 1 ms (the fold: 10^9
-  permutations).
+  permutations). ``make bench`` (``benchmarks/merge_bench.py``) prints both side by side.
 * Rule-generated lists: polynomial in the number of nodes when the oracles' first tries
   succeed (one family does the dropping alone, the empty AND is reachable, the classes of
-  interchangeable nodes are few): the cases of issue 14 take 0.3-7 ms on 8-64 nodes. The
-  oracles embed NP-hard problems (deciding whether two capacity families can drop disjoint
-  halves of the machine is PARTITION; the closest subset is a minimum-sum k-subgraph), so
-  they are exponential in the worst case, which is bounded by the step budget below.
+  interchangeable nodes are few): the merge-scaling cases of issue 14 take 0.2-4 ms on
+  8-64 nodes, a Guaranteed pod on the 64-node SGI capture 1-11 ms, random loaded 64-node
+  machines with 2-5 providers a median of 8 ms. The oracles embed NP-hard problems
+  (deciding whether two capacity families can drop disjoint halves of the machine is
+  PARTITION; the closest subset is a minimum-sum k-subgraph), so they are exponential in
+  the worst case, which is bounded by the step budget below; the slowest real shape found
+  is prefer-closest with a pod spanning 20-40 of 64 nodes (50-170 ms).
 
 Caps
 ====
