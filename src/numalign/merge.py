@@ -111,7 +111,8 @@ Cost
 Caps
 ====
 Every search step of one merge is counted; more than
-:data:`numalign.merge_budget.STEP_LIMIT` (2,000,000, a few seconds of CPU) raises
+:data:`numalign.merge_budget.STEP_LIMIT` (100,000: seconds of CPU, ten times the
+heaviest realistic merge measured) raises
 :class:`MergeTooLarge`, an :class:`~numalign.errors.InputError` naming the search that ran
 out, instead of hanging. Generated lists without a :class:`~numalign.hints.Demand` (an
 opaque ``feasible``) are merged exactly but every node is its own class, so on large
