@@ -382,36 +382,50 @@ def _small_explicit(lists: Sequence[HintList], default: int) -> bool:
 
 
 def _fold_small(lists: Sequence[Sequence[TopologyHint]], default: int, fit: FitOrder) -> TopologyHint:
-    """The fold over the set of merged hints, collected by a state machine over the lists.
-
-    A state is (AND so far, still preferred, the common affinity while preferred); once not
-    preferred the common affinity no longer matters. The answer is the minimum of the set
-    under the order of the module docstring.
-    """
-    counts = [min((h.affinity.bit_count() for h in x if h.affinity is not None), default=None) for x in lists]
-    best_count = max((c for c in counts if c is not None), default=0)
-    states: set[tuple[int, bool, int | None]] = {(default, True, None)}
+    """Small explicit inputs: the preferred candidates by intersection (module docstring, 2),
+    else the minimum of the set of reachable ANDs, built list by list."""
+    pools: list[tuple[bool, set[int]]] = []  # (preferred None on the list, preferred masks)
+    options: list[set[int]] = []
+    best_count = 0
     for hints in lists:
-        nxt: set[tuple[int, bool, int | None]] = set()
-        for acc, pref, first in states:
-            for h in hints:
-                a = h.affinity
-                if a is None:
-                    p = pref and h.preferred
-                    nxt.add((acc, p, first if p else None))
-                else:
-                    f = a if first is None else first
-                    p = pref and h.preferred and a == f
-                    if acc & a or p:
-                        nxt.add((acc & a, p, f if p else None))
-        states = nxt
-    preferred = {acc for acc, pref, _ in states if pref and acc}
-    if preferred:
-        return TopologyHint(min(preferred, key=preferred_key(fit)), True)
-    others = {acc for acc, _, _ in states if acc}
-    if others:
-        return TopologyHint(min(others, key=non_preferred_key(fit, best_count)), False)
-    return TopologyHint(default, False)
+        nil = False
+        pref: set[int] = set()
+        opts: set[int] = set()
+        narrowest: int | None = None
+        for h in hints:
+            a = h.affinity
+            if a is None:
+                nil = nil or h.preferred
+                opts.add(default)
+                continue
+            opts.add(a & default)
+            if h.preferred:
+                pref.add(a)
+            c = a.bit_count()
+            if narrowest is None or c < narrowest:
+                narrowest = c
+        pools.append((nil, pref))
+        options.append(opts)
+        if narrowest is not None and narrowest > best_count:
+            best_count = narrowest
+    strict = [pref for nil, pref in pools if not nil]
+    if strict:
+        pool = min(strict, key=len)
+        candidates = {m & default for m in pool if all(nil or m in pref for nil, pref in pools)}
+    else:
+        candidates = set().union(*(pref for _, pref in pools))
+        if default:
+            candidates.add(default)
+    candidates.discard(0)
+    if candidates:
+        return TopologyHint(min(candidates, key=preferred_key(fit)), True)
+    reach = {default}
+    for opts in options:
+        reach = {r & m for r in reach for m in opts}
+        reach.discard(0)
+        if not reach:
+            return TopologyHint(default, False)
+    return TopologyHint(min(reach, key=non_preferred_key(fit, best_count)), False)
 
 
 # --------------------------------------------------------------------------- preferred
