@@ -193,8 +193,10 @@ def section_explicit() -> None:
             fold_txt = fmt_s(time.process_time() - t1)
             assert merge_lists(lists, default, NARROWEST) == expected, name
         go = go_estimate_s(lists)
-        print(f"   {name:<44} {perms:>9.1e} {lo:7.2f} / {med:6.2f} {fold_txt:>10} {fmt_s(go):>9} "
-              f"{go * 1e3 / med:>8,.0f}x")
+        ratio = go * 1e3 / med
+        ratio_txt = f"{ratio:.1f}x" if ratio < 10 else f"{ratio:,.0f}x"
+        print(f"   {name:<44} {perms:>9.1e} {lo:7.3f} / {med:6.3f} {fold_txt:>10} {fmt_s(go):>9} "
+              f"{ratio_txt:>9}")
 
 
 def load_capture() -> Any:

@@ -34,7 +34,7 @@ import numalign.merge as merge_module
 import numalign.merge_budget as budget_module
 import numalign.merge_order as order_module
 from numalign._reference import _compare, _narrowest_count, product_fold
-from numalign.bitmask import ids_of, mask_of
+from numalign.bitmask import ids_of, iterate_masks, mask_of
 from numalign.errors import InputError
 from numalign.hints import (
     CANNOT_SATISFY,
@@ -379,6 +379,11 @@ def test_manager_hints_merge_like_the_fold(data: st.DataObject) -> None:
         tp = TopologyPolicy(policy, machine.node_ids, opts, dist)
         for hints in ([p.pod_hints(pod) for p in providers], [p.container_hints(pod, pod.containers[0]) for p in providers]):
             flat = flatten(hints)
+            for h in flat:
+                if isinstance(h, GeneratedHints):  # the rule as data says what the rule says
+                    assert h.demand is not None
+                    for m in iterate_masks(ids_of(h.universe)):
+                        assert h.demand.feasible(m) == h.feasible(m)
             with search_path():
                 got = tp.merge(hints)
             expected = fold_of_merged_set(flat, tp.default_mask, tp.fit)
@@ -709,3 +714,60 @@ def test_memory_best_hint_on_64_nodes() -> None:
     assert got is not None and got & within == within and d.feasible(got)
     # nodes 0 and 63 hold 1 each; 58 more need 8 nodes of 8 (the lowest non-multiples of 3)
     assert got == within | mask_of([1, 2, 4, 5, 7, 8, 10, 11])
+
+
+# --------------------------------------------------------------------------- the 64-NUMA capture
+
+
+@pytest.fixture(scope="module")
+def sgi64() -> Any:
+    from conftest import shared_path
+    from numalign.machine.sysfs import load_sysfs
+
+    return load_sysfs(shared_path("topologies", "hwloc", "linux", "256ia64-64n2s2c.tar.bz2")).machine
+
+
+def _on(machine: Any, policy: str, closest: bool = False) -> Any:
+    from dataclasses import replace
+
+    from numalign.machine.model import KubeletConfig, ReservedMemory
+
+    options = {"max-allowable-numa-nodes": "64"}
+    if closest:
+        options["prefer-closest-numa-nodes"] = "true"
+    return replace(machine, kubelet=KubeletConfig(
+        topology_manager_policy=policy, topology_manager_policy_options=options,
+        cpu_manager_policy="static", memory_manager_policy="Static",
+        system_reserved={"memory": 1 << 30, "cpu": 1000},
+        reserved_memory=(ReservedMemory(0, {"memory": 1 << 30}),),
+    ))
+
+
+@pytest.mark.parametrize(
+    ("cpus", "memory_gi", "affinity"),
+    [(8, 1, 0b11), (12, 1, 0b111), (16, 1, 0xF), (100, 1, (1 << 25) - 1), (4, 4, 0b10), (20, 4, 0x1F)],
+)
+def test_sgi64_guaranteed_pods(sgi64: Any, cpus: int, memory_gi: int, affinity: int) -> None:
+    """Issue 14's table: CPUs need several nodes, memory one, so no merged hint is preferred
+    (restricted rejects, best-effort admits on the lowest nodes) - unless both fit one node
+    (then node 1: node 0 has a reserved CPU)."""
+    from numalign.node.admission import Node
+    from numalign.pods import Container, ContainerKind, Pod, QOSClass
+
+    r = {"cpu": cpus * 1000, "memory": memory_gi << 30}
+    pod = Pod("t", "p", "u", QOSClass.GUARANTEED, (Container("c", ContainerKind.APP, r, r),))
+    for policy in ("restricted", "best-effort"):
+        result = Node(_on(sgi64, policy)).admit(pod)
+        assert result.admitted == (policy == "best-effort" or affinity.bit_count() == 1)
+        if result.admitted:
+            assert result.containers[0].affinity == affinity
+
+
+def test_sgi64_prefer_closest(sgi64: Any) -> None:
+    from numalign.node.admission import Node
+    from numalign.pods import Container, ContainerKind, Pod, QOSClass
+
+    r = {"cpu": 16_000, "memory": 1 << 30}
+    pod = Pod("t", "p", "u", QOSClass.GUARANTEED, (Container("c", ContainerKind.APP, r, r),))
+    result = Node(_on(sgi64, "best-effort", closest=True)).admit(pod)
+    assert result.admitted and result.containers[0].affinity == 0b1111  # a group at distance 22

@@ -91,24 +91,30 @@ random admissions, explicit lists, Narrowest and Closest), and with a brute forc
 
 Cost
 ====
-* Explicit lists only: small inputs (a merged-hint state machine of at most
-  :data:`SMALL_FOLD_STEPS` steps) are folded directly; otherwise the depth-first search
+* Explicit lists only: small inputs (at most :data:`SMALL_FOLD_STEPS` AND operations to
+  build the set of reachable ANDs list by list) take the intersection of step 2 and that
+  set directly - 10-25 us for products of 800-3,400 permutations, where the Go fold's
+  estimate is 26-115 us; otherwise the depth-first search
   visits at most the distinct partial ANDs (never more than the product, nor than ``2^N``
   per list) and in practice a small part of them: 3 lists of 300 random masks on 32 nodes
-  take 15-50 ms where the kubelet's fold walks 27 million permutations (~0.9 s in Go); 5
+  take 8-25 ms where the kubelet's fold walks 27 million permutations (~0.9 s in Go); 5
   lists of 64 "all nodes but one" masks on 64 nodes take < 1 ms (the fold: 10^9
-  permutations).
+  permutations). ``make bench`` (``benchmarks/merge_bench.py``) prints both side by side.
 * Rule-generated lists: polynomial in the number of nodes when the oracles' first tries
   succeed (one family does the dropping alone, the empty AND is reachable, the classes of
-  interchangeable nodes are few): the cases of issue 14 take 0.3-7 ms on 8-64 nodes. The
-  oracles embed NP-hard problems (deciding whether two capacity families can drop disjoint
-  halves of the machine is PARTITION; the closest subset is a minimum-sum k-subgraph), so
-  they are exponential in the worst case, which is bounded by the step budget below.
+  interchangeable nodes are few): the merge-scaling cases of issue 14 take 0.2-4 ms on
+  8-64 nodes, a Guaranteed pod on the 64-node SGI capture 1-11 ms, random loaded 64-node
+  machines with 2-5 providers a median of 8 ms. The oracles embed NP-hard problems
+  (deciding whether two capacity families can drop disjoint halves of the machine is
+  PARTITION; the closest subset is a minimum-sum k-subgraph), so they are exponential in
+  the worst case, which is bounded by the step budget below; the slowest real shape found
+  is prefer-closest with a pod spanning 20-40 of 64 nodes (50-170 ms).
 
 Caps
 ====
 Every search step of one merge is counted; more than
-:data:`numalign.merge_budget.STEP_LIMIT` (2,000,000, a few seconds of CPU) raises
+:data:`numalign.merge_budget.STEP_LIMIT` (100,000: seconds of CPU, ten times the
+heaviest realistic merge measured) raises
 :class:`MergeTooLarge`, an :class:`~numalign.errors.InputError` naming the search that ran
 out, instead of hanging. Generated lists without a :class:`~numalign.hints.Demand` (an
 opaque ``feasible``) are merged exactly but every node is its own class, so on large
@@ -358,8 +364,8 @@ def merge_lists(
 
 # --------------------------------------------------------------------------- small inputs
 
-#: Explicit inputs whose merged-hint state machine needs at most this many steps are folded
-#: directly (cheaper than setting up the searches).
+#: Explicit inputs whose set of reachable ANDs takes at most this many AND operations to
+#: build are merged directly (cheaper than setting up the searches).
 SMALL_FOLD_STEPS = 3000
 
 
@@ -378,36 +384,50 @@ def _small_explicit(lists: Sequence[HintList], default: int) -> bool:
 
 
 def _fold_small(lists: Sequence[Sequence[TopologyHint]], default: int, fit: FitOrder) -> TopologyHint:
-    """The fold over the set of merged hints, collected by a state machine over the lists.
-
-    A state is (AND so far, still preferred, the common affinity while preferred); once not
-    preferred the common affinity no longer matters. The answer is the minimum of the set
-    under the order of the module docstring.
-    """
-    counts = [min((h.affinity.bit_count() for h in x if h.affinity is not None), default=None) for x in lists]
-    best_count = max((c for c in counts if c is not None), default=0)
-    states: set[tuple[int, bool, int | None]] = {(default, True, None)}
+    """Small explicit inputs: the preferred candidates by intersection (module docstring, 2),
+    else the minimum of the set of reachable ANDs, built list by list."""
+    pools: list[tuple[bool, set[int]]] = []  # (preferred None on the list, preferred masks)
+    options: list[set[int]] = []
+    best_count = 0
     for hints in lists:
-        nxt: set[tuple[int, bool, int | None]] = set()
-        for acc, pref, first in states:
-            for h in hints:
-                a = h.affinity
-                if a is None:
-                    p = pref and h.preferred
-                    nxt.add((acc, p, first if p else None))
-                else:
-                    f = a if first is None else first
-                    p = pref and h.preferred and a == f
-                    if acc & a or p:
-                        nxt.add((acc & a, p, f if p else None))
-        states = nxt
-    preferred = {acc for acc, pref, _ in states if pref and acc}
-    if preferred:
-        return TopologyHint(min(preferred, key=preferred_key(fit)), True)
-    others = {acc for acc, _, _ in states if acc}
-    if others:
-        return TopologyHint(min(others, key=non_preferred_key(fit, best_count)), False)
-    return TopologyHint(default, False)
+        nil = False
+        pref: set[int] = set()
+        opts: set[int] = set()
+        narrowest: int | None = None
+        for h in hints:
+            a = h.affinity
+            if a is None:
+                nil = nil or h.preferred
+                opts.add(default)
+                continue
+            opts.add(a & default)
+            if h.preferred:
+                pref.add(a)
+            c = a.bit_count()
+            if narrowest is None or c < narrowest:
+                narrowest = c
+        pools.append((nil, pref))
+        options.append(opts)
+        if narrowest is not None and narrowest > best_count:
+            best_count = narrowest
+    strict = [pref for nil, pref in pools if not nil]
+    if strict:
+        pool = min(strict, key=len)
+        candidates = {m & default for m in pool if all(nil or m in pref for nil, pref in pools)}
+    else:
+        candidates = set().union(*(pref for _, pref in pools))
+        if default:
+            candidates.add(default)
+    candidates.discard(0)
+    if candidates:
+        return TopologyHint(min(candidates, key=preferred_key(fit)), True)
+    reach = {default}
+    for opts in options:
+        reach = {r & m for r in reach for m in opts}
+        reach.discard(0)
+        if not reach:
+            return TopologyHint(default, False)
+    return TopologyHint(min(reach, key=non_preferred_key(fit, best_count)), False)
 
 
 # --------------------------------------------------------------------------- preferred
