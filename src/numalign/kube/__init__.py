@@ -2,9 +2,40 @@
 service and its metrics. ``kubernetes`` (the official client) is needed only for the API
 paths (``numalign export --apply``, ``numalign extender serve --kubeconfig``)."""
 
-from numalign.kube.exporter import Exporter, ExportSources, apply_nrt, export_command
-from numalign.kube.extender import ExtenderCore, ExtenderServer, serve
-from numalign.kube.topology import build_nrt, engine_from_nrt, pods_fingerprint
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> defining module; loaded on first use so that registering the CLI's
+#: subcommands (which imports this package's ``cli``) stays cheap
+_EXPORTS: dict[str, str] = {
+    "ExportSources": "numalign.kube.exporter",
+    "Exporter": "numalign.kube.exporter",
+    "ExtenderCore": "numalign.kube.extender",
+    "ExtenderServer": "numalign.kube.extender",
+    "apply_nrt": "numalign.kube.exporter",
+    "build_nrt": "numalign.kube.topology",
+    "engine_from_nrt": "numalign.kube.topology",
+    "export_command": "numalign.kube.exporter",
+    "pods_fingerprint": "numalign.kube.topology",
+    "serve": "numalign.kube.extender",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from numalign.kube.exporter import Exporter, ExportSources, apply_nrt, export_command
+    from numalign.kube.extender import ExtenderCore, ExtenderServer, serve
+    from numalign.kube.topology import build_nrt, engine_from_nrt, pods_fingerprint
 
 __all__ = [
     "ExportSources",
