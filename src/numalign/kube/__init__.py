@@ -4,8 +4,9 @@ paths (``numalign export --apply``, ``numalign extender serve --kubeconfig``).""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from numalign.lazy_exports import lazy_getattr
 
 #: public name -> defining module; loaded on first use so that registering the CLI's
 #: subcommands (which imports this package's ``cli``) stays cheap
@@ -23,13 +24,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 if TYPE_CHECKING:
