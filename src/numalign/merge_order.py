@@ -163,15 +163,58 @@ def closest_best(
     Gilmore-Lawler bound (each node still to choose costs at least its distance to the
     chosen nodes plus half the distances to its nearest possible companions) against the
     best so far, seeded by a greedy solution, and by the oracle.
+
+    Without an oracle and for more than half of ``w`` the search chooses the *complement*
+    ``R = w \\ X`` instead (fewer nodes to choose, a much smaller tree):
+    ``D(X) = D(w) + D(R) - sum over u in R of (row_w(u) + col_w(u))``, the same problem
+    with a shifted diagonal; the smallest integer ``X`` of one popcount is the largest
+    integer ``R``, so that search visits candidates in decreasing integer order (from the
+    highest class down, most nodes first, a class's highest ids).
     """
     nodes = ids_of(w)
     if q > len(nodes) or q <= 0:
         return None
     runs = _runs(nodes, distances, same)
+    diag = [distances[r[0]][r[0]] for r in runs]
+    if exists is None and 2 * q > len(nodes) and q < len(nodes):
+        reps = [r[0] for r in runs]
+        whole = 0
+        shifted = []
+        for v, d in zip(reps, diag, strict=True):
+            row = distances[v]
+            out = 0
+            for u in nodes:
+                out += row[u] + distances[u][v]
+            shifted.append(d - out)
+        for u in nodes:
+            row = distances[u]
+            for v in nodes:
+                whole += row[v]
+        bound = None if start is None else _distance_sum(start, distances) - whole
+        rest = _closest_core(runs, shifted, len(nodes) - q, None, distances, budget, None, bound, True)
+        assert rest is not None
+        return w & ~rest
+    bound = None if start is None else _distance_sum(start, distances)
+    return _closest_core(runs, diag, q, exists, distances, budget, same, bound, False)
+
+
+def _closest_core(
+    runs: list[list[int]],
+    diag: list[int],
+    q: int,
+    exists: Oracle | None,
+    distances: Mapping[int, Mapping[int, int]],
+    budget: Budget,
+    same: Callable[[int], object] | None,
+    start_sum: int | None,
+    largest: bool,
+) -> int | None:
+    """The branch and bound of :func:`closest_best` over classes ``runs`` with per-class
+    self cost ``diag``: the ``q`` nodes of least cost, ties to the smallest integer (or to the
+    largest with ``largest``, which takes a class's highest ids)."""
     m = len(runs)
     size = [len(r) for r in runs]
     reps = [r[0] for r in runs]
-    diag = [distances[v][v] for v in reps]
     inner = [
         distances[r[0]][r[1]] + distances[r[1]][r[0]] if len(r) > 1 else 0 for r in runs
     ]
@@ -183,23 +226,18 @@ def closest_best(
     below = [0] * (m + 1)  # nodes in classes < k
     for k in range(m):
         below[k + 1] = below[k] + size[k]
-    lowest = [[0] * (len(r) + 1) for r in runs]  # lowest[k][c]: mask of the c lowest ids
+    pick = [[0] * (len(r) + 1) for r in runs]  # pick[k][c]: mask of the c lowest (highest) ids
     for k, r in enumerate(runs):
-        for c, v in enumerate(r):
-            lowest[k][c + 1] = lowest[k][c] | 1 << v
+        for c, v in enumerate(reversed(r) if largest else r):
+            pick[k][c + 1] = pick[k][c] | 1 << v
     all_below = [0] * (m + 1)
     for k in range(m):
-        all_below[k + 1] = all_below[k] | lowest[k][-1]
-
-    companions: dict[tuple[int, int, int], int] = {}
+        all_below[k + 1] = all_below[k] | pick[k][-1]
+    uniform = size[0] if all(z == size[0] for z in size) else 0
 
     def companion(j: int, k: int, r: int) -> int:
         """Sum of the ``r - 1`` smallest pair weights from a node of class ``j`` to the
         other nodes of classes ``< k``."""
-        ck = (j, k, r)
-        got = companions.get(ck)
-        if got is not None:
-            return got
         want = r - 1
         acc = 0
         own = size[j] - 1
@@ -221,16 +259,27 @@ def closest_best(
             want -= take
         if want and own:
             acc += min(own, want) * own_w
-        companions[ck] = acc
         return acc
+
+    companions: dict[int, list[int]] = {}
 
     def bound2(r: int, k: int, a: list[int]) -> int:
         """Twice a lower bound of the cost of ``r`` more nodes from classes ``< k``."""
         if r == 0:
             return 0
-        costs = sorted((2 * a[j] + companion(j, k, r), size[j]) for j in range(k))
+        ck = k * (q + 1) + r
+        comp = companions.get(ck)
+        if comp is None:
+            comp = [companion(j, k, r) for j in range(k)]
+            companions[ck] = comp
+        if uniform:
+            whole_n, part = divmod(r, uniform)
+            if whole_n + (1 if part else 0) > k:
+                return 1 << 62
+            vals = sorted([2 * x + y for x, y in zip(a, comp)])
+            return uniform * sum(vals[:whole_n]) + (part * vals[whole_n] if part else 0)
         total = 0
-        for c2, z in costs:
+        for c2, z in sorted([(2 * a[j] + comp[j], size[j]) for j in range(k)]):
             take = min(z, r)
             total += take * c2
             r -= take
@@ -238,7 +287,8 @@ def closest_best(
                 return total
         return 1 << 62
 
-    # interchangeable classes: the min-integer optimum takes no more of the higher one
+    # interchangeable classes: the optimum of the smallest (largest) integer takes no more
+    # (no fewer) of the higher one
     keys = [same(v) if same is not None else None for v in reps]
     twins_above: list[list[int]] = [[] for _ in range(m)]
     for x in range(m):
@@ -255,8 +305,8 @@ def closest_best(
 
     # greedy seeds: from every class, add the cheapest next node
     best_sum = 1 << 62
-    if start is not None:
-        best_sum = _distance_sum(start, distances) + 1  # +1: equal sums found by the search win
+    if start_sum is not None:
+        best_sum = start_sum + 1  # +1: equal sums found by the search win
     greedy: list[tuple[int, int]] = []
     for seed in range(0, m, max(1, m // 8)):  # a few seeds, spread over the machine
         taken = [0] * m
@@ -277,7 +327,7 @@ def closest_best(
                     a[x] += cross[j][x]
         chosen = 0
         for x in range(m):
-            chosen |= lowest[x][taken[x]]
+            chosen |= pick[x][taken[x]]
         greedy.append((total, chosen))
     greedy.sort()
     for total, chosen in greedy[:3]:
@@ -308,24 +358,29 @@ def closest_best(
         if k < 0 or below[k + 1] < r:
             return
         z = size[k]
-        floor = max((counts[y] for y in twins_above[k]), default=0)
-        for c in range(floor, min(z, r) + 1):
+        top = min(z, r)
+        if largest:
+            top = min([top, *(counts[y] for y in twins_above[k])])
+            choices: range = range(top, -1, -1)
+        else:
+            choices = range(max((counts[y] for y in twins_above[k]), default=0), top + 1)
+        row = cross[k]
+        for c in choices:
             part = 0 < c < z
             if whole and part and partial:
+                continue
+            r2 = r - c
+            if below[k] < r2:
                 continue
             if c == 0:
                 a2 = a
                 t2 = total
             else:
                 t2 = total + c * a[k] + (c * (c - 1) // 2) * inner[k]
-                row = cross[k]
                 a2 = [a[j] + c * row[j] for j in range(k)]
-            r2 = r - c
-            if below[k] < r2:
-                continue
             if 2 * t2 + bound2(r2, k, a2) >= 2 * best[0]:
                 continue
-            inc2 = inc | lowest[k][c]
+            inc2 = inc | pick[k][c]
             if exists is not None and r2 and not exists(inc2, inc2 | all_below[k]):
                 continue
             counts[k] = c
@@ -335,7 +390,7 @@ def closest_best(
     go(m - 1, q, 0, list(diag), 0)
     if best[1] >= 0:
         return best[1]
-    if exists is None or start is not None:
+    if exists is None or start_sum is not None:
         raise AssertionError("a seed was admitted: the search must find one as good")
     return None
 
