@@ -276,7 +276,7 @@ def _closest_core(
             whole_n, part = divmod(r, uniform)
             if whole_n + (1 if part else 0) > k:
                 return 1 << 62
-            vals = sorted([2 * x + y for x, y in zip(a, comp)])
+            vals = sorted([2 * x + y for x, y in zip(a, comp, strict=False)])  # a may be longer
             return uniform * sum(vals[:whole_n]) + (part * vals[whole_n] if part else 0)
         total = 0
         for c2, z in sorted([(2 * a[j] + comp[j], size[j]) for j in range(k)]):
