@@ -17,7 +17,13 @@ STEP_LIMIT = 100_000
 
 
 class MergeTooLarge(InputError):
-    """The exact merge would need more than :data:`STEP_LIMIT` search steps."""
+    """The exact merge would need more than :data:`STEP_LIMIT` search steps.
+
+    Adapters treat it as a per-pod outcome with this ``reason``: the scheduler and the
+    extender fail that node for that pod, the simulator counts a rejection, the CLI exits 2.
+    """
+
+    reason = "MergeTooLarge"
 
     def __init__(self, what: str) -> None:
         super().__init__(

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from numalign.errors import AdmissionError
+from numalign.merge_budget import MergeTooLarge
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
 from numalign.node.usage import cpus_numa_nodes, numa_amounts, pod_numa_nodes
@@ -36,7 +37,10 @@ class FilterResult:
 
 
 def exact_filter(node: Node, pod: Pod) -> FilterResult:
-    result, planned = node.plan(pod)
+    try:
+        result, planned = node.plan(pod)
+    except MergeTooLarge as e:  # the merge's step cap: this node is infeasible for this pod
+        return FilterResult(False, reason=f"{e.reason}: {e.message}")
     if planned is None:
         return FilterResult(False, reason=f"{result.reason}: {result.message}")
     used = pod_numa_nodes(node.machine, planned, pod.uid)
@@ -131,7 +135,7 @@ def volcano_filter(node: Node, pod: Pod) -> FilterResult:
     cpu = CpuManager(m, cpu_state, reserved=node.reserved_cpus)
     try:
         admit(policy, Scope.CONTAINER, [cpu], app_only)
-    except AdmissionError as e:
+    except (AdmissionError, MergeTooLarge) as e:
         return FilterResult(False, reason=f"cannot be assigned by numa: {e.message}")
     cpus = [c for cs in cpu_state.pod_cpus(pod.uid).values() for c in cs]
     return FilterResult(True, len(cpus_numa_nodes(m, cpus)))

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from numalign.errors import InputError
 from numalign.machine.model import Device, Machine
+from numalign.merge_budget import MergeTooLarge
 from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, Exclusive, NumaNodeStatus, exclusive_ok
 from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes, pods_usage
@@ -107,7 +108,10 @@ def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
     node_policy = node_numa_policy(node)
     if spec.policy is not None and node_policy is not Policy.NONE and spec.policy is not node_policy:
         return FilterResult(False, reason=ERR_POLICY_NOT_MATCH)
-    result, planned = node.plan(pod)
+    try:
+        result, planned = node.plan(pod)
+    except MergeTooLarge as e:  # the merge's step cap: this node is infeasible for this pod
+        return FilterResult(False, reason=f"{e.reason}: {e.message}")
     if planned is None:
         return FilterResult(False, reason=f"{result.reason}: {result.message}")
     used = pod_numa_nodes(node.machine, planned, pod.uid)

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from numalign.merge_budget import MergeTooLarge
 from numalign.node.admission import PodResult
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
@@ -254,7 +255,10 @@ class Scheduler:
             cn.node.commit(planned[2].planned)
             result = planned[2].result
         else:
-            result = cn.node.admit(pod)
+            try:
+                result = cn.node.admit(pod)
+            except MergeTooLarge as e:  # the merge's step cap: a rejection with its reason
+                return Outcome(pod, placement, False, e.reason, checked=checks)
         if not result.admitted:
             # kubelet rejected after binding: the pod fails; nothing stays allocated
             return Outcome(pod, placement, False, result.reason, result, checks)

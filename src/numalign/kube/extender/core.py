@@ -29,6 +29,7 @@ from numalign.errors import InputError, NumalignError
 from numalign.kube.extender.limits import check_nrt
 from numalign.kube.metrics import ExtenderMetrics
 from numalign.kube.topology import engine_from_nrt, fingerprint_of
+from numalign.merge_budget import MergeTooLarge
 from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes
 from numalign.pod_policy import KOORDINATOR_ANNOTATION, VOLCANO_ANNOTATION
@@ -231,7 +232,11 @@ class ExtenderCore:
                     continue
                 if now - a.since > self.assume_ttl:
                     continue
-                if node.admit(a.pod).admitted:
+                try:
+                    kept = node.admit(a.pod).admitted
+                except MergeTooLarge:  # the merge's step cap: the assumption is dropped
+                    kept = False
+                if kept:
                     entry.assumed[uid] = Assumed(a.pod, fp, a.since, a.numa_count)
         self._numa_counts[len(node.machine.numa_nodes)] += 1
         self._numa_counts += Counter()
@@ -351,7 +356,10 @@ class ExtenderCore:
     def _assume(self, entry: NodeEntry, pod: Pod) -> bool:
         if pod.uid in entry.assumed:
             return True
-        result = entry.node.admit(pod)
+        try:
+            result = entry.node.admit(pod)
+        except MergeTooLarge:  # the merge's step cap: this node does not take the pod
+            return False
         if not result.admitted:
             return False
         # the NUMA nodes the pod holds (as the filter and the simulator count them)
