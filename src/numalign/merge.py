@@ -333,10 +333,11 @@ def merge_lists(
     Raises :class:`MergeTooLarge` (an InputError) when the exact answer would need more
     than :data:`numalign.merge_budget.STEP_LIMIT` search steps.
     """
-    if any(not isinstance(h, GeneratedHints) and len(h) == 0 for h in lists):
+    kind = _small_explicit(lists, default)
+    if kind == _EMPTY:
         return TopologyHint(default, False)  # an empty list: empty product
-    if _small_explicit(lists, default):
-        return _fold_small([h for h in lists if not isinstance(h, GeneratedHints)], default, fit)
+    if kind == _SMALL:
+        return _fold_small(lists, default, fit)  # type: ignore[arg-type]  # all explicit
     budget = Budget()
     shared: dict[int, Family | None] = {}
     views = [_View(h, shared) for h in lists]
@@ -369,65 +370,225 @@ def merge_lists(
 SMALL_FOLD_STEPS = 3000
 
 
-def _small_explicit(lists: Sequence[HintList], default: int) -> bool:
+_LARGE, _SMALL, _EMPTY = 0, 1, 2
+
+
+def _small_explicit(lists: Sequence[HintList], default: int) -> int:
+    """``_EMPTY`` if a list is empty (the product is), ``_SMALL`` if every list is explicit
+    and the small-input fold costs at most :data:`SMALL_FOLD_STEPS` steps, else ``_LARGE``.
+
+    A step is one AND of a reachable mask with an option; on nodes ``0..n-1`` with ``n <=``
+    :data:`BITMAP_NODES` one option costs a lookup (``n <=`` :data:`CHUNKED_NODES`) or ``n``
+    shifts of a bitmap, whatever the number of reachable masks."""
+    n = default.bit_count()
+    bitmap = n <= BITMAP_NODES and default & (default + 1) == 0
+    per_option = 1 if n <= CHUNKED_NODES else n
     states = 1
-    cap = 2 * (1 << default.bit_count()) + 1 if default.bit_count() < 20 else 1 << 62
+    cap = 2 * (1 << n) + 1 if n < 20 else 1 << 62
     steps = 0
+    small = True
     for h in lists:
         if isinstance(h, GeneratedHints):
-            return False
-        steps += states * len(h)
-        if steps > SMALL_FOLD_STEPS:
-            return False
-        states = min(states * len(h), cap)
-    return True
+            small = False
+            continue
+        k = len(h)
+        if k == 0:
+            return _EMPTY
+        if small:
+            steps += k * per_option if bitmap else states * k
+            if steps > SMALL_FOLD_STEPS:
+                small = False
+            states = min(states * k, cap)
+    return _SMALL if small else _LARGE
 
 
 def _fold_small(lists: Sequence[Sequence[TopologyHint]], default: int, fit: FitOrder) -> TopologyHint:
     """Small explicit inputs: the preferred candidates by intersection (module docstring, 2),
-    else the minimum of the set of reachable ANDs, built list by list."""
-    pools: list[tuple[bool, set[int]]] = []  # (preferred None on the list, preferred masks)
-    options: list[set[int]] = []
-    best_count = 0
-    for hints in lists:
-        nil = False
-        pref: set[int] = set()
-        opts: set[int] = set()
-        narrowest: int | None = None
-        for h in hints:
-            a = h.affinity
-            if a is None:
-                nil = nil or h.preferred
-                opts.add(default)
-                continue
-            opts.add(a & default)
-            if h.preferred:
-                pref.add(a)
-            c = a.bit_count()
-            if narrowest is None or c < narrowest:
-                narrowest = c
-        pools.append((nil, pref))
-        options.append(opts)
-        if narrowest is not None and narrowest > best_count:
-            best_count = narrowest
-    strict = [pref for nil, pref in pools if not nil]
+    else the minimum of the set of reachable ANDs, built list by list.
+
+    Written for the least interpreter work per hint (this path serves the kubelet's own
+    input sizes, where the Go fold costs only microseconds): one pass per list, the largest
+    option set taken first (its AND with the default is itself), and the Narrowest ranking
+    by popcount without building sort keys."""
+    # preferred: a mask every list without a preferred None holds as a preferred affinity
+    prefs = [{h.affinity for h in hints if h.preferred} for hints in lists]
+    strict = [p for p in prefs if None not in p]
+    candidates: set[int]
     if strict:
-        pool = min(strict, key=len)
-        candidates = {m & default for m in pool if all(nil or m in pref for nil, pref in pools)}
+        pool = min(strict, key=len) if len(strict) > 1 else strict[0]
+        others = [p for p in strict if p is not pool]
+        candidates = {m & default for m in pool if all(m in p for p in others)}  # type: ignore[operator]
     else:
-        candidates = set().union(*(pref for _, pref in pools))
-        if default:
-            candidates.add(default)
+        candidates = {m & default for p in prefs for m in p if m is not None}
+        candidates.add(default)
     candidates.discard(0)
     if candidates:
+        if len(candidates) == 1:
+            return TopologyHint(candidates.pop(), True)
+        if fit.distances is None:
+            return TopologyHint(min([(m.bit_count(), m) for m in candidates])[1], True)
         return TopologyHint(min(candidates, key=preferred_key(fit)), True)
-    reach = {default}
-    for opts in options:
+    # not preferred: the reachable ANDs
+    options: list[set[int]] = []
+    dense = default & (default + 1) == 0  # nodes 0..n-1: a mask inside it is <= default
+    best_count = 0
+    for hints in lists:
+        masks = {h.affinity for h in hints}
+        nil = None in masks
+        if nil:
+            masks.discard(None)
+        opts: set[int] = masks  # type: ignore[assignment]  # None was discarded
+        if opts:
+            narrowest = min(map(int.bit_count, opts))
+            if narrowest > best_count:
+                best_count = narrowest
+            if not dense or max(opts) > default:  # a node outside the default, maybe
+                opts = {m & default for m in opts}
+        if nil:
+            opts.add(default)
+        options.append(opts)
+    n = default.bit_count()
+    if default == (1 << n) - 1 and n <= BITMAP_NODES:
+        found = _reach_by_bitmaps(options, n, best_count, fit)
+        return TopologyHint(default if found is None else found, False)
+    options.sort(key=len, reverse=True)
+    reach = options[0]
+    for opts in options[1:]:
         reach = {r & m for r in reach for m in opts}
         reach.discard(0)
         if not reach:
             return TopologyHint(default, False)
-    return TopologyHint(min(reach, key=non_preferred_key(fit, best_count)), False)
+    reach.discard(0)
+    if not reach:
+        return TopologyHint(default, False)
+    if fit.distances is not None:
+        return TopologyHint(min(reach, key=non_preferred_key(fit, best_count)), False)
+    return TopologyHint(_narrowest_non_preferred(reach, best_count), False)
+
+
+#: Machines with NUMA ids ``0..n-1`` for ``n`` up to this keep sets of masks as bitmaps
+#: (bit ``x`` of an integer stands for mask ``x``) in the small-input fold.
+BITMAP_NODES = 8
+
+_BITMAP_TABLES: dict[int, tuple[list[int], list[int]]] = {}
+
+
+def _bitmap_tables(n: int) -> tuple[list[int], list[int]]:
+    """Per node ``i``: the bitmap of the masks without ``i``; per popcount ``c``: the bitmap of
+    the masks with ``c`` nodes (masks of ``n`` nodes, ``0..2^n - 1``)."""
+    got = _BITMAP_TABLES.get(n)
+    if got is None:
+        without = [sum(1 << x for x in range(1 << n) if not x >> i & 1) for i in range(n)]
+        by_count = [sum(1 << x for x in range(1 << n) if x.bit_count() == c) for c in range(n + 1)]
+        got = _BITMAP_TABLES[n] = (without, by_count)
+    return got
+
+
+#: Up to this many nodes (16 masks, a 16-bit set) the image of a set under ``AND m`` is
+#: looked up in per-byte tables.
+CHUNKED_NODES = 4
+
+_CHUNKS: dict[int, list[tuple[list[int], list[int]]]] = {}
+
+
+def _image_chunks(n: int) -> list[tuple[list[int], list[int]]]:
+    """Per mask ``m`` of ``n <= 4`` nodes: the bitmap ``{x & m}`` of every set of masks held
+    in one byte of a set's bitmap (low byte: masks 0..7, high byte: masks 8..15)."""
+    got = _CHUNKS.get(n)
+    if got is None:
+        got = []
+        for m in range(1 << n):
+            tables: list[list[int]] = []
+            for shift in (0, 8):
+                row = [0] * 256
+                for b in range(1, 256):
+                    low = b & -b
+                    x = low.bit_length() - 1 + shift
+                    row[b] = row[b ^ low] | (1 << (x & m) if x < 1 << n else 0)
+                tables.append(row)
+            got.append((tables[0], tables[1]))
+        _CHUNKS[n] = got
+    return got
+
+
+def _reach_by_bitmaps(options: list[set[int]], n: int, best_count: int, fit: FitOrder) -> int | None:
+    """The best reachable AND (non-preferred ranking) on ``n`` nodes ``0..n-1``, the sets of
+    reachable ANDs kept as bitmaps: ANDing every mask of a set with ``m`` clears the nodes
+    outside ``m`` one by one, and clearing node ``i`` moves the masks holding ``i`` onto their
+    counterparts without it (a shift by ``2^i``) - a few integer operations per option,
+    however many masks the set holds."""
+    without, by_count = _bitmap_tables(n)
+    full = (1 << n) - 1
+    options.sort(key=len, reverse=True)
+    reach = 0
+    for m in options[0]:
+        reach |= 1 << m
+    chunks = _image_chunks(n) if n <= CHUNKED_NODES else None
+    for opts in options[1:]:
+        nxt = 0
+        if chunks is not None:
+            # the image is OR-linear in the set: look it up byte by byte
+            low_byte, high_byte = reach & 0xFF, reach >> 8
+            for m in opts:
+                t = chunks[m]
+                nxt |= t[0][low_byte] | t[1][high_byte]
+            reach = nxt & ~1
+            if not reach:
+                return None
+            continue
+        for m in opts:
+            image = reach
+            out = full & ~m
+            while out:
+                low = out & -out
+                out ^= low
+                z = without[low.bit_length() - 1]
+                image = (image & z) | (image & ~z) >> low
+            nxt |= image
+        reach = nxt & ~1
+        if not reach:
+            return None
+    reach &= ~1
+    if not reach:
+        return None
+    group = reach & by_count[best_count] if best_count <= n else 0
+    if not group:
+        for c in range(min(best_count, n + 1) - 1, 0, -1):
+            group = reach & by_count[c]
+            if group:
+                break
+        else:
+            for c in range(best_count + 1, n + 1):
+                group = reach & by_count[c]
+                if group:
+                    break
+    if fit.distances is None:
+        return (group & -group).bit_length() - 1
+    masks = []
+    while group:
+        low = group & -group
+        group ^= low
+        masks.append(low.bit_length() - 1)
+    return min(masks, key=fit.key)
+
+
+def _narrowest_non_preferred(masks: set[int], best_count: int) -> int:
+    """The first of ``masks`` under the non-preferred ranking with ``Narrowest``: popcount
+    ``best_count``, else the largest popcount below it, else the smallest above it; ties to
+    the smallest integer."""
+    by_count: dict[int, list[int]] = {}
+    for m in masks:
+        c = m.bit_count()
+        got = by_count.get(c)
+        if got is None:
+            by_count[c] = [m]
+        else:
+            got.append(m)
+    group = by_count.get(best_count)
+    if group is None:
+        below = [c for c in by_count if c < best_count]
+        group = by_count[max(below) if below else min(by_count)]
+    return min(group)
 
 
 # --------------------------------------------------------------------------- preferred
