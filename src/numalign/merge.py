@@ -448,7 +448,10 @@ def _fold_small(lists: Sequence[Sequence[TopologyHint]], default: int, fit: FitO
             opts.add(default)
         options.append(opts)
     n = default.bit_count()
-    if default == (1 << n) - 1 and n <= BITMAP_NODES:
+    product = 1
+    for opts in options:
+        product *= len(opts)
+    if product > 64 and dense and n <= BITMAP_NODES:
         found = _reach_by_bitmaps(options, n, best_count, fit)
         return TopologyHint(default if found is None else found, False)
     options.sort(key=len, reverse=True)
@@ -575,20 +578,10 @@ def _reach_by_bitmaps(options: list[set[int]], n: int, best_count: int, fit: Fit
 def _narrowest_non_preferred(masks: set[int], best_count: int) -> int:
     """The first of ``masks`` under the non-preferred ranking with ``Narrowest``: popcount
     ``best_count``, else the largest popcount below it, else the smallest above it; ties to
-    the smallest integer."""
-    by_count: dict[int, list[int]] = {}
-    for m in masks:
-        c = m.bit_count()
-        got = by_count.get(c)
-        if got is None:
-            by_count[c] = [m]
-        else:
-            got.append(m)
-    group = by_count.get(best_count)
-    if group is None:
-        below = [c for c in by_count if c < best_count]
-        group = by_count[max(below) if below else min(by_count)]
-    return min(group)
+    the smallest integer. The rank ``b - c`` (``c <= b``) or ``c`` (``c > b``) orders the
+    popcounts ``c`` that way."""
+    b = best_count
+    return min([(b - c if (c := m.bit_count()) <= b else c, m) for m in masks])[1]
 
 
 # --------------------------------------------------------------------------- preferred
