@@ -73,7 +73,9 @@ Why an exact shortcut exists
    popcount compares the highest element first, so the answer is built from the top by
    at most ``min(n, q log n)`` oracle calls (:func:`~numalign.merge_order.colex_best`).
    ``Closest``: a branch and bound in increasing integer order over runs of
-   interchangeable nodes (:func:`~numalign.merge_order.closest_best`).
+   interchangeable nodes (:func:`~numalign.merge_order.closest_best`); when every subset is
+   admitted and more than half of the nodes are wanted it chooses the complement instead
+   (a shifted diagonal, the largest integer first), a much smaller tree.
 
 If nothing is reachable (every permutation ANDs to the empty mask, or a list is empty) the
 result is the kubelet's ``(default mask, not preferred)``.
@@ -91,10 +93,12 @@ random admissions, explicit lists, Narrowest and Closest), and with a brute forc
 
 Cost
 ====
-* Explicit lists only: small inputs (at most :data:`SMALL_FOLD_STEPS` AND operations to
-  build the set of reachable ANDs list by list) take the intersection of step 2 and that
-  set directly - 10-25 us for products of 800-3,400 permutations, where the Go fold's
-  estimate is 26-115 us; otherwise the depth-first search
+* Explicit lists only: small inputs (at most :data:`SMALL_FOLD_STEPS` steps to build the
+  set of reachable ANDs list by list; on nodes ``0..n-1`` with ``n <= 8`` the sets are
+  bitmaps, one step per option) take the intersection of step 2 and that set directly -
+  8-20 us for products of 770-3,400 permutations, where the Go fold's estimate is 26-115
+  us (below ~500 permutations the Go estimate, 0.1-8 us, is under Python's fixed cost of
+  5-15 us); otherwise the depth-first search
   visits at most the distinct partial ANDs (never more than the product, nor than ``2^N``
   per list) and in practice a small part of them: 3 lists of 300 random masks on 32 nodes
   take 8-25 ms where the kubelet's fold walks 27 million permutations (~0.9 s in Go); 5
@@ -108,7 +112,8 @@ Cost
   (deciding whether two capacity families can drop disjoint halves of the machine is
   PARTITION; the closest subset is a minimum-sum k-subgraph), so they are exponential in
   the worst case, which is bounded by the step budget below; the slowest real shape found
-  is prefer-closest with a pod spanning 20-40 of 64 nodes (50-170 ms).
+  is prefer-closest with a pod spanning 20-45 of 64 nodes: at most 2,200 steps, 10-30 ms
+  (was 50-170 ms before the complement search).
 
 Caps
 ====
