@@ -459,16 +459,18 @@ def _fold_small(lists: Sequence[Sequence[TopologyHint]], default: int, fit: FitO
     if product > 64 and dense and n <= BITMAP_NODES:
         found = _reach_by_bitmaps(options, n, best_count, fit)
         return TopologyHint(default if found is None else found, False)
-    options.sort(key=len, reverse=True)
+    if product > 64:
+        options.sort(key=len, reverse=True)  # the first set is free: the largest
     reach = options[0]
     for opts in options[1:]:
         reach = {r & m for r in reach for m in opts}
         reach.discard(0)
         if not reach:
             return TopologyHint(default, False)
-    reach.discard(0)
-    if not reach:
-        return TopologyHint(default, False)
+    if 0 in reach:  # a hint without a node of the default
+        reach = reach - {0}
+        if not reach:
+            return TopologyHint(default, False)
     if fit.distances is not None:
         return TopologyHint(min(reach, key=non_preferred_key(fit, best_count)), False)
     return TopologyHint(_narrowest_non_preferred(reach, best_count), False)
