@@ -14,6 +14,7 @@ admitted ``X`` of size ``q`` with ``inc ⊆ X ⊆ allowed``?" (``None``: every s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import add
 
 from numalign.bitmask import ids_of
 from numalign.merge_budget import Budget, popcount
@@ -263,8 +264,9 @@ def _closest_core(
 
     companions: dict[int, list[int]] = {}
 
-    def bound2(r: int, k: int, a: list[int]) -> int:
-        """Twice a lower bound of the cost of ``r`` more nodes from classes ``< k``."""
+    def bound2(r: int, k: int, a2: list[int]) -> int:
+        """Twice a lower bound of the cost of ``r`` more nodes from classes ``< k``
+        (``a2``: twice each class's cost of one more node)."""
         if r == 0:
             return 0
         ck = k * (q + 1) + r
@@ -276,16 +278,19 @@ def _closest_core(
             whole_n, part = divmod(r, uniform)
             if whole_n + (1 if part else 0) > k:
                 return 1 << 62
-            vals = sorted([2 * x + y for x, y in zip(a, comp, strict=False)])  # a may be longer
+            vals: list[int] = sorted(map(add, a2, comp))  # a2 may be longer: map stops with comp
             return uniform * sum(vals[:whole_n]) + (part * vals[whole_n] if part else 0)
         total = 0
-        for c2, z in sorted([(2 * a[j] + comp[j], size[j]) for j in range(k)]):
+        for c2, z in sorted([(a2[j] + comp[j], size[j]) for j in range(k)]):
             take = min(z, r)
             total += take * c2
             r -= take
             if r == 0:
                 return total
         return 1 << 62
+
+    # shift[k][c][j]: twice what taking c nodes of class k adds to a node of class j < k
+    shift = [[[2 * c * cross[k][j] for j in range(k)] for c in range(size[k] + 1)] for k in range(m)]
 
     # interchangeable classes: the optimum of the smallest (largest) integer takes no more
     # (no fewer) of the higher one
@@ -349,11 +354,12 @@ def _closest_core(
         if size[x] > 1 and size[y] > 1
     )
 
-    def go(k: int, r: int, total: int, a: list[int], inc: int, partial: bool = False) -> None:
+    def go(k: int, r: int, total2: int, a2: list[int], inc: int, partial: bool = False) -> None:
+        """``total2``: twice the cost so far; ``a2``: twice each class's cost of one more node."""
         budget.tick("closest search")
         if r == 0:
-            if total < best[0] and (exists is None or exists(inc, inc)):
-                best[0], best[1] = total, inc
+            if total2 < 2 * best[0] and (exists is None or exists(inc, inc)):
+                best[0], best[1] = total2 // 2, inc
             return
         if k < 0 or below[k + 1] < r:
             return
@@ -364,7 +370,7 @@ def _closest_core(
             choices: range = range(top, -1, -1)
         else:
             choices = range(max((counts[y] for y in twins_above[k]), default=0), top + 1)
-        row = cross[k]
+        shifts = shift[k]
         for c in choices:
             part = 0 < c < z
             if whole and part and partial:
@@ -373,21 +379,21 @@ def _closest_core(
             if below[k] < r2:
                 continue
             if c == 0:
-                a2 = a
-                t2 = total
+                b2 = a2
+                t2 = total2
             else:
-                t2 = total + c * a[k] + (c * (c - 1) // 2) * inner[k]
-                a2 = [a[j] + c * row[j] for j in range(k)]
-            if 2 * t2 + bound2(r2, k, a2) >= 2 * best[0]:
+                t2 = total2 + c * a2[k] + c * (c - 1) * inner[k]
+                b2 = list(map(add, a2, shifts[c]))
+            if t2 + bound2(r2, k, b2) >= 2 * best[0]:
                 continue
             inc2 = inc | pick[k][c]
             if exists is not None and r2 and not exists(inc2, inc2 | all_below[k]):
                 continue
             counts[k] = c
-            go(k - 1, r2, t2, a2, inc2, partial or part)
+            go(k - 1, r2, t2, b2, inc2, partial or part)
             counts[k] = 0
 
-    go(m - 1, q, 0, list(diag), 0)
+    go(m - 1, q, 0, [2 * d for d in diag], 0)
     if best[1] >= 0:
         return best[1]
     if exists is None or start_sum is not None:
