@@ -144,3 +144,31 @@ def test_tree_resolution() -> None:
     assert t.realpath("a/up") is None  # above the root
     assert t.is_link("a/l") and not t.is_link("a/b") and t.listdir("a") == ["b", "l", "loop", "up"]
     assert t.realpath("a/missing/../b") == ("a", "b")  # lexical past a missing component
+
+
+@pytest.mark.parametrize("mode", ["w:gz", "w:bz2", "w:xz", "w:"])
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_decompressed_at_once_or_streaming_same_discovery(
+    mode: str, in_memory: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small archives are decompressed at once, others read streaming: the same tree."""
+    import numalign.machine.sysfs as sysfs
+
+    if not in_memory:
+        monkeypatch.setattr(sysfs, "IN_MEMORY_TAR_BYTES", 0)
+    src = _tar(tmp_path / "src.tar.gz", _base() + HOSTILE["virtual functions"])
+    tarball = tmp_path / ("cap.tar" + {"w:gz": ".gz", "w:bz2": ".bz2", "w:xz": ".xz", "w:": ""}[mode])
+    with tarfile.open(src) as tin, tarfile.open(tarball, mode) as tout:
+        for m in tin.getmembers():
+            tout.addfile(m, tin.extractfile(m) if m.isfile() else None)
+    (tmp_path / "x").mkdir()
+    assert in_memory == (sysfs._decompressed(tarball) is not None) or mode == "w:"
+    assert in_memory(tarball, "cap") == on_disk(tarball, tmp_path / "x", "cap")
+
+
+def test_damaged_archive_same_message(tmp_path: Path) -> None:
+    good = _tar(tmp_path / "cap.tar.gz", _base())
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    (tmp_path / "x").mkdir()
+    assert in_memory(bad, "cap") == on_disk(bad, tmp_path / "x", "cap")

@@ -42,6 +42,9 @@ siblings of each other.
 
 from __future__ import annotations
 
+import bz2
+import io
+import lzma
 import os
 import posixpath
 import re
@@ -49,10 +52,12 @@ import socket
 import stat
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from numalign.cpulist import MAX_ID, format_cpulist, parse_cpumask, parse_kernel_cpulist
 from numalign.errors import InputError, one_line
@@ -73,6 +78,8 @@ MAX_TARBALL_BYTES = 256 * 1024 * 1024
 MAX_TAR_MEMBERS = 200_000
 #: the most content (sum of member sizes) scanned in a tarball, in bytes
 MAX_TAR_CONTENT_BYTES = 256 * 1024 * 1024
+#: the largest uncompressed archive decompressed at once (larger ones are read streaming)
+IN_MEMORY_TAR_BYTES = 32 * 1024 * 1024
 _MAX_NUMBER_CHARS = 24
 _TAR_SUFFIXES = (".tar.bz2", ".tbz2", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar")
 
@@ -192,13 +199,44 @@ def _data_name(member: tarfile.TarInfo) -> str | None:
     return name
 
 
+def _decompressed(tarball: str | Path) -> bytes | None:
+    """The whole uncompressed archive when it is small (at most :data:`IN_MEMORY_TAR_BYTES`):
+    decompressing at once is twice as fast as ``tarfile``'s streaming reads. ``None`` = read
+    it streaming (larger, several compressed streams, damaged: the streaming path says why)."""
+    with open(tarball, "rb") as fh:
+        raw = fh.read(MAX_TARBALL_BYTES + 1)
+    decompressor: Any
+    if raw.startswith(b"BZh"):
+        decompressor = bz2.BZ2Decompressor()
+    elif raw.startswith(b"\x1f\x8b"):
+        decompressor = zlib.decompressobj(wbits=31)
+    elif raw.startswith(b"\xfd7zXZ\x00"):
+        decompressor = lzma.LZMADecompressor()
+    else:
+        return None
+    try:
+        data: bytes = decompressor.decompress(raw, IN_MEMORY_TAR_BYTES + 1)
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        return None
+    if len(data) > IN_MEMORY_TAR_BYTES or not decompressor.eof or decompressor.unused_data:
+        return None
+    return data
+
+
+def _open_tar(tarball: str | Path) -> tarfile.TarFile:
+    whole = _decompressed(tarball)
+    if whole is None:
+        return tarfile.open(tarball, "r:*")
+    return tarfile.open(fileobj=io.BytesIO(whole), mode="r:")
+
+
 def read_capture_tree(tarball: str | Path) -> CaptureTree:
     """A captured tree, in memory: the members :func:`extract_capture` would unpack, as it
     would unpack them (same caps, filter and order), without touching the disk."""
     tree = CaptureTree()
     try:
         _check_size(tarball)
-        with tarfile.open(tarball, "r:*") as tf:
+        with _open_tar(tarball) as tf:
             scanned = content = 0
             while (member := tf.next()) is not None:
                 scanned += 1
