@@ -147,14 +147,14 @@ def test_tree_resolution() -> None:
 
 
 @pytest.mark.parametrize("mode", ["w:gz", "w:bz2", "w:xz", "w:"])
-@pytest.mark.parametrize("in_memory", [True, False])
+@pytest.mark.parametrize("at_once", [True, False])
 def test_decompressed_at_once_or_streaming_same_discovery(
-    mode: str, in_memory: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mode: str, at_once: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Small archives are decompressed at once, others read streaming: the same tree."""
     import numalign.machine.sysfs as sysfs
 
-    if not in_memory:
+    if not at_once:
         monkeypatch.setattr(sysfs, "IN_MEMORY_TAR_BYTES", 0)
     src = _tar(tmp_path / "src.tar.gz", _base() + HOSTILE["virtual functions"])
     tarball = tmp_path / ("cap.tar" + {"w:gz": ".gz", "w:bz2": ".bz2", "w:xz": ".xz", "w:": ""}[mode])
@@ -162,7 +162,7 @@ def test_decompressed_at_once_or_streaming_same_discovery(
         for m in tin.getmembers():
             tout.addfile(m, tin.extractfile(m) if m.isfile() else None)
     (tmp_path / "x").mkdir()
-    assert in_memory == (sysfs._decompressed(tarball) is not None) or mode == "w:"
+    assert at_once == (sysfs._decompressed(tarball) is not None) or mode == "w:"
     assert in_memory(tarball, "cap") == on_disk(tarball, tmp_path / "x", "cap")
 
 
