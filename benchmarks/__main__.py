@@ -1,18 +1,30 @@
-"""Run every benchmark module: ``python -m benchmarks [name ...]``."""
+"""Run every benchmark module: ``python -m benchmarks [name ...]``.
+
+The machine (CPU model, cores, load, Python) is printed first: the numbers below are only
+comparable on the same box, and a loaded box inflates wall-clock figures (the benchmarks report
+CPU time where they can).
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
+import time
+
+from benchmarks.timing import machine_description
 
 MODULES = ["merge_bench", "admission_bench", "scheduler_bench", "extender_bench", "informer_bench"]
 
 
 def main(argv: list[str]) -> int:
     names = argv or MODULES
+    print(machine_description())
+    print()
     for name in names:
+        t0 = time.perf_counter()
         module = importlib.import_module(f"benchmarks.{name}")
         module.main()
+        print(f"({name}: {time.perf_counter() - t0:.0f} s wall)")
         print()
     return 0
 

@@ -1,14 +1,24 @@
-"""Small timing helpers shared by the benchmarks."""
+"""Small timing helpers shared by the benchmarks, and the description of the machine they ran on.
+
+Speed is measured in CPU time (``time.process_time``: this process only, so other load on a
+shared box does not inflate it) and reported as the best and the median of a few runs;
+per-call latencies (``measure``) are wall-clock and say so.
+"""
 
 from __future__ import annotations
 
+import os
+import platform
+import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
 
 def measure(fn: Callable[[], object], *, min_runs: int = 5, budget_s: float = 1.0) -> list[float]:
-    """Run ``fn`` repeatedly (at least ``min_runs`` times, about ``budget_s`` seconds)."""
+    """Run ``fn`` repeatedly (at least ``min_runs`` times, about ``budget_s`` seconds); wall
+    seconds per call."""
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < min_runs or time.perf_counter() - start < budget_s:
@@ -20,6 +30,21 @@ def measure(fn: Callable[[], object], *, min_runs: int = 5, budget_s: float = 1.
     return times
 
 
+def cpu_runs(fn: Callable[[], object], runs: int = 3) -> list[float]:
+    """CPU seconds (``time.process_time``) of ``runs`` calls of ``fn``."""
+    out = []
+    for _ in range(runs):
+        t0 = time.process_time()
+        fn()
+        out.append(time.process_time() - t0)
+    return out
+
+
+def best_median(values: list[float]) -> tuple[float, float]:
+    """(min, median) of ``values``."""
+    return min(values), statistics.median(values)
+
+
 def median_ms(times: list[float]) -> float:
     return statistics.median(times) * 1e3
 
@@ -27,3 +52,33 @@ def median_ms(times: list[float]) -> float:
 def p99_ms(times: list[float]) -> float:
     s = sorted(times)
     return s[min(len(s) - 1, int(len(s) * 0.99))] * 1e3
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set size so far (``getrusage`` ``ru_maxrss``; KiB on Linux)."""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith(("model name", "Processor", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine_description() -> str:
+    """CPU model, cores (all / usable by this process), load, Python: printed above every
+    ``make bench`` so its numbers can be read against the box they came from."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        load = "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "load average unknown"
+    return (f"machine: {_cpu_model()}, {os.cpu_count()} logical CPUs ({usable} usable), {load}; "
+            f"{platform.python_implementation()} {platform.python_version()} on "
+            f"{platform.system()} {platform.release()}")

@@ -226,6 +226,21 @@ def version() -> str:
         return __version__
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version is looked up only when asked for (importlib.metadata is slow
+    to import, and every other command would pay for it)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        sys.stdout.write(f"{parser.prog} {version()}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from numalign.cli_help import document
 
@@ -234,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Kubelet-exact NUMA alignment, for nodes, clusters and processes.",
         epilog="`numalign COMMAND --help` shows a command's options and examples.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}",
+    parser.add_argument("--version", action=_VersionAction,
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

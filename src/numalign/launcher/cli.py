@@ -14,10 +14,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from numalign.cpulist import format_cpulist
 from numalign.errors import InputError, NumalignError
-from numalign.launcher.machine import DEFAULT_POLICY
-from numalign.quantity import format_bytes
+from numalign.launcher.defaults import DEFAULT_POLICY
 
 #: request fields (:class:`LaunchRequest` and the launcher configuration) -> their flags
 _FLAGS = {
@@ -95,7 +93,7 @@ def _waiting(reason: str, message: str) -> None:
 def run_command(args: argparse.Namespace) -> int:
     """``numalign run``."""
     from numalign.cpulist import parse_cpulist
-    from numalign.launcher.admit import LaunchRejected, admit, release
+    from numalign.launcher.admission import LaunchRejected, admit, release
     from numalign.launcher.machine import launcher_machine, load_source
     from numalign.launcher.plan import dry_run, make_plan, plan_doc, plan_text, start
     from numalign.launcher.request import LaunchRequest, request_pod
@@ -173,6 +171,9 @@ def _age(seconds: float | None) -> str:
 
 def ps_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """``ps`` rows as aligned text lines."""
+    from numalign.cpulist import format_cpulist
+    from numalign.quantity import format_bytes
+
     table = [("PID", "AGE", "NUMA", "CPUS", "MEMORY", "DEVICES", "COMMAND")]
     for r in rows:
         aff = r["numa_affinity"]

@@ -39,12 +39,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from numalign.errors import InputError
+from numalign.launcher.defaults import DEFAULT_POLICY
 from numalign.quantity import format_bytes
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
 
-DEFAULT_POLICY = "restricted"
 RESERVED_MEMORY = 100 << 20
 MIB = 1 << 20
 

@@ -100,7 +100,7 @@ def dry_run(machine: Machine, request: LaunchRequest, state_dir: Path | None, id
     """What ``request`` would get now on ``machine`` (launcher configuration) given the
     allocations in ``state_dir``: nothing is written, dead runs are reclaimed in memory only,
     a rejection is a plan that is not admitted (with every provider's hints)."""
-    from numalign.launcher.admit import admit
+    from numalign.launcher.admission import admit
     from numalign.launcher.request import request_pod
 
     pod = request_pod(request, machine, ident)

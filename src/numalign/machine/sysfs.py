@@ -2,8 +2,9 @@
 
 Sources: the live system (root ``/``), a captured root directory (``sys/`` and optionally
 ``proc/`` below it, as written by ``hwloc-gather-topology``), or such a capture packed as
-``.tar.bz2``/``.tar.gz``/``.tar.xz``/``.tar`` (extracted to a temporary directory with
-``tarfile``'s ``data`` filter: no absolute paths, no ``..``, no links leaving the tree).
+``.tar.bz2``/``.tar.gz``/``.tar.xz``/``.tar`` (read in memory by :func:`read_capture_tree`
+with the rules of ``tarfile``'s ``data`` filter: no absolute paths, no ``..``, no links leaving
+the tree; :func:`extract_capture` unpacks the same members to a directory).
 
 What is read:
 
@@ -41,19 +42,26 @@ siblings of each other.
 
 from __future__ import annotations
 
+import bz2
+import io
+import lzma
 import os
+import posixpath
 import re
 import socket
 import stat
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from numalign.cpulist import MAX_ID, format_cpulist, parse_cpumask, parse_kernel_cpulist
 from numalign.errors import InputError, one_line
+from numalign.machine.capture_tree import CaptureTree, escapes
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode
 
@@ -70,6 +78,8 @@ MAX_TARBALL_BYTES = 256 * 1024 * 1024
 MAX_TAR_MEMBERS = 200_000
 #: the most content (sum of member sizes) scanned in a tarball, in bytes
 MAX_TAR_CONTENT_BYTES = 256 * 1024 * 1024
+#: the largest uncompressed archive decompressed at once (larger ones are read streaming)
+IN_MEMORY_TAR_BYTES = 32 * 1024 * 1024
 _MAX_NUMBER_CHARS = 24
 _TAR_SUFFIXES = (".tar.bz2", ".tbz2", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar")
 
@@ -140,10 +150,118 @@ _LEAVES = frozenset(
 
 def _wanted(member: tarfile.TarInfo) -> bool:
     """Members discovery reads (the rest of a capture is skipped: it is large and unused)."""
-    name = member.name
+    return _wanted_name(member.name, member.isfile())
+
+
+def _wanted_name(name: str, is_file: bool) -> bool:
     if _WANTED.search(name) is None or _UNWANTED.search(name) is not None:
         return False
-    return not member.isfile() or name.rsplit("/", 1)[-1] in _LEAVES
+    return not is_file or name.rsplit("/", 1)[-1] in _LEAVES
+
+
+def _check_size(tarball: str | Path) -> None:
+    if os.stat(tarball).st_size > MAX_TARBALL_BYTES:
+        raise InputError(
+            f"capture larger than {MAX_TARBALL_BYTES // (1024 * 1024)} MiB: refused", str(tarball)
+        )
+
+
+def _check_caps(scanned: int, content: int, tarball: str | Path) -> None:
+    if scanned > MAX_TAR_MEMBERS or content > MAX_TAR_CONTENT_BYTES:
+        raise InputError(
+            f"capture has more than {MAX_TAR_MEMBERS} members or "
+            f"{MAX_TAR_CONTENT_BYTES // (1024 * 1024)} MiB of content: refused",
+            str(tarball),
+        )
+
+
+def _cannot_read(e: BaseException, tarball: str | Path) -> InputError:
+    first = str(e).splitlines()[0].rstrip(":") if str(e) else type(e).__name__
+    return InputError(f"cannot read capture: {first[:200]}", str(tarball))
+
+
+def _data_name(member: tarfile.TarInfo) -> str | None:
+    """``tarfile``'s ``data`` filter, lexically (nothing is on disk yet when it runs): the
+    member's name without leading slashes, or ``None`` when it is refused - a device file or
+    FIFO, a name or a link leaving the tree, an absolute link."""
+    if not (member.isreg() or member.islnk() or member.isdir() or member.issym()):
+        return None
+    name = member.name.lstrip("/")
+    if escapes(name):
+        return None
+    if member.issym() or member.islnk():
+        if member.linkname.startswith("/"):
+            return None
+        target = posixpath.join(posixpath.dirname(name), member.linkname) if member.issym() \
+            else member.linkname
+        if escapes(target):
+            return None
+    return name
+
+
+def _decompressed(tarball: str | Path) -> bytes | None:
+    """The whole uncompressed archive when it is small (at most :data:`IN_MEMORY_TAR_BYTES`):
+    decompressing at once is twice as fast as ``tarfile``'s streaming reads. ``None`` = read
+    it streaming (larger, several compressed streams, damaged: the streaming path says why)."""
+    with open(tarball, "rb") as fh:
+        raw = fh.read(MAX_TARBALL_BYTES + 1)
+    decompressor: Any
+    if raw.startswith(b"BZh"):
+        decompressor = bz2.BZ2Decompressor()
+    elif raw.startswith(b"\x1f\x8b"):
+        decompressor = zlib.decompressobj(wbits=31)
+    elif raw.startswith(b"\xfd7zXZ\x00"):
+        decompressor = lzma.LZMADecompressor()
+    else:
+        return None
+    try:
+        data: bytes = decompressor.decompress(raw, IN_MEMORY_TAR_BYTES + 1)
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        return None
+    if len(data) > IN_MEMORY_TAR_BYTES or not decompressor.eof or decompressor.unused_data:
+        return None
+    return data
+
+
+def _open_tar(tarball: str | Path) -> tarfile.TarFile:
+    whole = _decompressed(tarball)
+    if whole is None:
+        return tarfile.open(tarball, "r:*")
+    return tarfile.open(fileobj=io.BytesIO(whole), mode="r:")
+
+
+def read_capture_tree(tarball: str | Path) -> CaptureTree:
+    """A captured tree, in memory: the members :func:`extract_capture` would unpack, as it
+    would unpack them (same caps, filter and order), without touching the disk."""
+    tree = CaptureTree()
+    try:
+        _check_size(tarball)
+        with _open_tar(tarball) as tf:
+            scanned = content = 0
+            while (member := tf.next()) is not None:
+                scanned += 1
+                content += max(member.size, 0)
+                _check_caps(scanned, content, tarball)
+                if member.isfile() and member.size > MAX_SYSFS_FILE_BYTES:
+                    continue
+                name = _data_name(member)
+                if name is None or not _wanted_name(name, member.isfile()):
+                    continue
+                if member.isdir():
+                    tree.add_dir(name)
+                elif member.issym():
+                    tree.add_link(name, member.linkname)
+                elif member.islnk():
+                    data = tree.read(posixpath.normpath(member.linkname))
+                    if data is not None:
+                        tree.add_file(name, data)
+                else:
+                    fh = tf.extractfile(member)
+                    if fh is not None:
+                        tree.add_file(name, fh.read())
+    except (OSError, tarfile.TarError, EOFError) as e:
+        raise _cannot_read(e, tarball) from None
+    return tree
 
 
 def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
@@ -155,23 +273,14 @@ def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
     """
     dest = Path(dest)
     try:
-        size = os.stat(tarball).st_size
-        if size > MAX_TARBALL_BYTES:
-            raise InputError(
-                f"capture larger than {MAX_TARBALL_BYTES // (1024 * 1024)} MiB: refused", str(tarball)
-            )
+        _check_size(tarball)
         with tarfile.open(tarball, "r:*") as tf:
             safe: list[tarfile.TarInfo] = []
             scanned = content = 0
             while (member := tf.next()) is not None:
                 scanned += 1
                 content += max(member.size, 0)
-                if scanned > MAX_TAR_MEMBERS or content > MAX_TAR_CONTENT_BYTES:
-                    raise InputError(
-                        f"capture has more than {MAX_TAR_MEMBERS} members or "
-                        f"{MAX_TAR_CONTENT_BYTES // (1024 * 1024)} MiB of content: refused",
-                        str(tarball),
-                    )
+                _check_caps(scanned, content, tarball)
                 if member.isfile() and member.size > MAX_SYSFS_FILE_BYTES:
                     continue
                 try:
@@ -184,8 +293,7 @@ def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
             # one pass in archive order (per-member extraction would rewind compressed streams)
             tf.extractall(dest, members=safe, filter="fully_trusted")
     except (OSError, tarfile.TarError, EOFError) as e:
-        first = str(e).splitlines()[0].rstrip(":") if str(e) else type(e).__name__
-        raise InputError(f"cannot read capture: {first[:200]}", str(tarball)) from None
+        raise _cannot_read(e, tarball) from None
     return find_root(dest)
 
 
@@ -203,15 +311,17 @@ def opened_capture(path: str | Path) -> Iterator[Path]:
 
 
 class _Fs:
-    """File access below a root that remembers quirks instead of failing."""
+    """File access below a root that remembers quirks instead of failing (a directory)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.nul_padded: list[str] = []
         self.missing: dict[str, list[str]] = {}
+        self._root_real: Path | None = None
 
-    def path(self, rel: str) -> Path:
-        return self.root / rel
+    def where(self, rel: str) -> str:
+        """``rel`` as a path for messages."""
+        return str(self.root / rel)
 
     def text(self, rel: str, what: str | None = None) -> str | None:
         data = self._read(rel)
@@ -260,6 +370,69 @@ class _Fs:
             return sorted(os.listdir(self.root / rel))
         except OSError:
             return []
+
+    def realpath(self, rel: str) -> tuple[str, ...] | None:
+        """Where ``rel`` really is, links resolved: parts below the root; ``None`` outside it."""
+        if self._root_real is None:
+            self._root_real = Path(os.path.realpath(self.root))
+        real = Path(os.path.realpath(self.root / rel))
+        if not real.is_relative_to(self._root_real):
+            return None
+        return real.relative_to(self._root_real).parts
+
+    def real_name(self, rel: str) -> str:
+        """The name of what ``rel`` resolves to (a link's target's last component)."""
+        return Path(os.path.realpath(self.root / rel)).name
+
+    def is_link(self, rel: str) -> bool:
+        return os.path.islink(self.root / rel)
+
+
+class _TreeFs(_Fs):
+    """The same access over a capture held in memory (:class:`CaptureTree`); ``prefix`` = the
+    directory of the tree holding ``sys/``, ``source`` = the tarball, for messages."""
+
+    def __init__(self, tree: CaptureTree, prefix: str, source: str | Path) -> None:
+        super().__init__(Path(source) / prefix if prefix else Path(source))
+        self.tree = tree
+        self.prefix = f"{prefix}/" if prefix else ""
+
+    def _read(self, rel: str) -> bytes | None:
+        data = self.tree.read(self.prefix + rel)
+        return data if data is not None and len(data) <= MAX_SYSFS_FILE_BYTES else None
+
+    def listdir(self, rel: str) -> list[str]:
+        return self.tree.listdir(self.prefix + rel) or []
+
+    def realpath(self, rel: str) -> tuple[str, ...] | None:
+        real = self.tree.realpath(self.prefix + rel)
+        base = tuple(p for p in self.prefix.split("/") if p)
+        if real is None or real[: len(base)] != base:
+            return None
+        return real[len(base):]
+
+    def real_name(self, rel: str) -> str:
+        real = self.tree.realpath(self.prefix + rel)
+        return real[-1] if real else posixpath.basename(rel)
+
+    def is_link(self, rel: str) -> bool:
+        return self.tree.is_link(self.prefix + rel)
+
+
+def tree_root(tree: CaptureTree, source: str | Path) -> str:
+    """The directory of ``tree`` holding ``sys/devices/system/cpu`` (``""`` = the top, else its
+    only top-level directory that does), as :func:`find_root` finds it on disk."""
+    if tree.is_dir("sys/devices/system/cpu"):
+        return ""
+    subdirs = [n for n in tree.listdir("") or [] if tree.is_dir(n)]
+    hits = [n for n in subdirs if tree.is_dir(f"{n}/sys/devices/system/cpu")]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise InputError(
+            f"several captured roots below it ({', '.join(hits[:3])}...); name one", str(source)
+        )
+    raise InputError("not a sysfs root: no sys/devices/system/cpu in it", str(source))
 
 
 def _numbered(names: Iterable[str], pattern: re.Pattern[str], ignored: list[str] | None = None) -> list[int]:
@@ -477,7 +650,7 @@ def _read_nodes(
                 f"nodes {_plural(offline_dirs)} have a directory but are not online; ignored"
             )
     if not ids:
-        raise InputError("no online NUMA node", str(fs.root / base))
+        raise InputError("no online NUMA node", fs.where(base))
     return [_read_node(fs, n, warnings) for n in ids], online, possible
 
 
@@ -535,17 +708,14 @@ def _read_pci(
     if len(names) > MAX_PCI_DEVICES:
         warnings.append(f"{base}: {len(names)} entries; only the first {MAX_PCI_DEVICES} are read")
         names = names[:MAX_PCI_DEVICES]
-    root_real = Path(os.path.realpath(fs.root))
-    devices_dir = root_real / "sys" / "devices"
     out: list[PciDevice] = []
     bad_numa: dict[int, list[str]] = {}
     for name in names:
-        entry = fs.path(f"{base}/{name}")
-        real = Path(os.path.realpath(entry))
-        if not real.is_relative_to(root_real):
+        rel = f"{base}/{name}"
+        real = fs.realpath(rel)
+        if real is None:
             warnings.append(f"PCI device {name}: link leaves the sysfs root; ignored")
             continue
-        rel = f"{base}/{name}"
         cls = fs.int_(f"{rel}/class", "PCI class")
         vendor = fs.int_(f"{rel}/vendor", "PCI vendor")
         device = fs.int_(f"{rel}/device", "PCI device")
@@ -558,8 +728,8 @@ def _read_pci(
             continue
         bridges: list[str] = []
         host: str | None = None
-        if real.is_relative_to(devices_dir):
-            parts = real.relative_to(devices_dir).parts
+        if real[:2] == ("sys", "devices"):
+            parts = real[2:]
             if parts and parts[0].startswith("pci"):
                 host = parts[0]
             bridges = [p for p in parts[:-1] if _BUSID_RE.fullmatch(p)]
@@ -573,11 +743,11 @@ def _read_pci(
         elif nn is None:
             numa = _locality_from_cpus(fs, rel, node_cpus)
         physfn: str | None = None
-        if os.path.islink(entry / "physfn"):
-            physfn = Path(os.path.realpath(entry / "physfn")).name
+        if fs.is_link(f"{rel}/physfn"):
+            physfn = fs.real_name(f"{rel}/physfn")
         virtfns = tuple(
             sorted(
-                Path(os.path.realpath(entry / v)).name
+                fs.real_name(f"{rel}/{v}")
                 for v in fs.listdir(rel)
                 if re.fullmatch(r"virtfn\d+", v)
             )
@@ -612,11 +782,18 @@ def read_sysfs(
     """Discover the machine below ``root`` (a directory holding ``sys/``; ``/`` = live)."""
     live = os.path.realpath(root) == "/"
     root_path = Path(root) if live else find_root(root)
-    fs = _Fs(root_path)
+    fallback = Path(root).resolve().name or "localhost"
+    return _discover(_Fs(root_path), rules, name, live, fallback, str(root))
+
+
+def _discover(
+    fs: _Fs, rules: DeviceRules | None, name: str | None, live: bool, fallback: str, where: str
+) -> Discovery:
+    """Discover the machine readable through ``fs``."""
     warnings: list[str] = []
     raw_cpus = _read_cpus(fs, warnings)
     if not raw_cpus:
-        raise InputError("not a sysfs root: no cpuN under sys/devices/system/cpu", str(root))
+        raise InputError("not a sysfs root: no cpuN under sys/devices/system/cpu", where)
     nodes, online_nodes, possible_nodes = _read_nodes(fs, sorted(raw_cpus), warnings)
     node_by_id = {n.id: n for n in nodes}
     ids = sorted(node_by_id)
@@ -776,7 +953,7 @@ def read_sysfs(
     for what, rels in fs.missing.items():
         warnings.append(f"{what}: {len(rels)} files missing or unreadable (e.g. {rels[0]})")
     machine = Machine(
-        name=name or _hostname(fs, live, Path(root).resolve().name or "localhost"),
+        name=name or _hostname(fs, live, fallback),
         numa_nodes=numa_nodes,
         cpus=cpus,
         devices=(rules or DeviceRules()).name_devices(pci),
@@ -798,5 +975,9 @@ def load_sysfs(
         if fallback.endswith(suffix):
             fallback = fallback[: -len(suffix)]
             break
-    with opened_capture(p) as root:
-        return read_sysfs(root, rules, name or fallback)
+    if is_tarball(p) and p.is_file():  # read in memory: nothing unpacked to disk
+        tree = read_capture_tree(p)
+        prefix = tree_root(tree, p)
+        fs = _TreeFs(tree, prefix, p)
+        return _discover(fs, rules, name or fallback or None, False, prefix or "localhost", str(p))
+    return read_sysfs(find_root(p), rules, name or fallback)

@@ -1,0 +1,83 @@
+"""Start-up cost of the ``numalign`` command: building the parser (``--help``, a sub-command's
+``--help``) imports no heavy module - numpy, yaml, the Kubernetes adapter, the simulator, the
+scheduler, the launcher's library, the node engine. Checked with ``python -X importtime`` in a
+subprocess (what was imported, not how long it took: timings are not reliable on a shared box).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+#: modules (with their submodules) that registering the sub-commands must not load; "pkg." = the
+#: package's submodules (the lazy package itself is cheap)
+HEAVY = ("numpy", "yaml", "numalign.kube.", "numalign.sim.", "numalign.scheduler.",
+         "numalign.node.", "numalign.machine.", "numalign.merge", "numalign.launcher.admission",
+         "numalign.launcher.runs", "numalign.launcher.plan", "numalign.launcher.pinning",
+         "importlib.metadata")
+#: the sub-command registration modules that are expected (cheap, no library behind them)
+ALLOWED = {"numalign.kube.cli", "numalign.launcher.cli", "numalign.launcher.defaults"}
+
+
+def imported_modules(*argv: str) -> list[str]:
+    """The modules ``python -X importtime -m numalign.cli ARGV`` imports, in order."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "numalign.cli", *argv],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = []
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":  # the header line
+                names.append(name)
+    assert "numalign.cli_help" in names  # the parse worked: importtime lines were found
+    return names
+
+
+def heavy(names: list[str]) -> list[str]:
+    return [n for n in names if n not in ALLOWED
+            and any(n.startswith(h) if h.endswith(".") else n == h or n.startswith(f"{h}.")
+                    for h in HEAVY)]
+
+
+@pytest.mark.parametrize("argv", [
+    ("--help",), ("admit", "--help"), ("merge", "--help"), ("run", "--help"),
+    ("simulate", "--help"), ("export", "--help"), ("extender", "serve", "--help"),
+])
+def test_help_imports_no_heavy_module(argv: tuple[str, ...]) -> None:
+    names = imported_modules(*argv)
+    assert heavy(names) == [], f"numalign {' '.join(argv)} imported {heavy(names)}"
+
+
+def test_importtime_parse_sees_heavy_imports() -> None:
+    """The check can fail: a command that runs the engine does import the heavy modules."""
+    names = imported_modules("schema", "machine")
+    assert "numalign.schemas" in names
+    names = imported_modules("merge", "--jsonl", os.devnull)
+    assert "numalign.merge" in heavy(names)
+
+
+def test_importing_the_packages_is_cheap() -> None:
+    code = ("import sys, numalign, numalign.launcher, numalign.kube\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('numpy', 'yaml', 'numalign.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
+                         check=True, timeout=120)
+    loaded = ast.literal_eval(out.stdout)
+    assert loaded == ["numalign.kube", "numalign.launcher", "numalign.lazy_exports"]
+
+
+def test_launcher_public_names_still_resolve() -> None:
+    """The lazy launcher package: ``admit`` is the function even after the module that defines
+    it (``numalign.launcher.admission``) was imported."""
+    code = ("import numalign.launcher.admission, numalign.launcher as l\n"
+            "print(callable(l.admit), l.admit.__module__, l.DEFAULT_POLICY,\n"
+            "      sorted(set(l.__all__) - set(dir(l))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
+                         check=True, timeout=120)
+    assert out.stdout.split() == ["True", "numalign.launcher.admission", "restricted", "[]"]
