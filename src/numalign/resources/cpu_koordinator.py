@@ -46,8 +46,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
-from numalign.errors import InputError
+from numalign.bitmask import ids_of
+from numalign.errors import InputError, UnexpectedAdmissionError
+from numalign.hints import GeneratedHints, ProviderHints, TopologyHint
+from numalign.machine.model import Machine
+from numalign.pods import Container, Pod, guaranteed_cpus, pod_guaranteed_cpus
+from numalign.policies import Policy
+from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
+from numalign.resources.cpu_state import CpuState
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -535,6 +542,152 @@ def split_evenly(
     return out
 
 
+# ----------------------------------------------------------- the provider of the koordinator mode
+
+
+def _min_feasible_size(gen: GeneratedHints, universe: int) -> int:
+    """The fewest NUMA nodes of a feasible mask inside ``universe`` (greedy on the demand: the
+    nodes it must touch, then the nodes with the most free CPUs)."""
+    if gen.demand is None or len(gen.demand.dims) != 1:
+        sizes = [m.bit_count() for m in gen.masks() if m & ~universe == 0]
+        return min(sizes, default=universe.bit_count())
+    demand = gen.demand
+    mask = 0
+    for t in demand.touch:
+        mask |= t
+    items = sorted(((v, m) for m, v in demand.dims[0] if m & universe and not m & mask), reverse=True)
+    for _, m in items:
+        if demand.feasible(mask):
+            break
+        mask |= m
+    return mask.bit_count()
+
+
+class KoordinatorCpuManager(CpuManager):
+    """The CPU provider of the ``koordinator`` engine mode: the kubelet CPU manager's bookkeeping
+    (who gets exclusive CPUs, the shared pool, reusable init CPUs) with Koordinator's rules for
+    hints and CPU choice:
+
+    * **hints** (``resource_manager.go`` ``generateResourceHints``): a mask touching a NUMA node
+      without free CPUs is no hint; preferred = the fewest NUMA nodes of a hint *now* (not on an
+      empty machine), every hint under ``Restricted``; a required bind policy counts only the CPUs
+      it may take (``trimNUMANodeResources``);
+    * **allocation** (``allocateCPUSet``): the CPUs are split evenly over the hint's NUMA nodes and
+      taken per NUMA node by :func:`take_preferred_cpus` with the pod's bind policy, exclusive
+      policy and the node's NUMA allocate strategy (init-container CPUs preferred); a required
+      policy is checked on the result.
+
+    ``labels`` are the node's (``cpu-bind-policy``, ``numa-allocate-strategy``); ``policy_of``
+    gives the Topology Manager policy a pod gets on this node (for ``Restricted``).
+    """
+
+    def __init__(
+        self,
+        machine: Machine,
+        state: CpuState | None = None,
+        *,
+        reserved: Iterable[int] | None = None,
+        policy_of: Callable[[Pod], Policy] | None = None,
+    ) -> None:
+        super().__init__(machine, state, reserved=reserved)
+        labels = machine.labels
+        self.node_bind = node_bind_policy(labels, self.options.full_pcpus_only)
+        self.strategy = numa_allocate_strategy(labels)
+        self.policy_of = policy_of
+        self._pod: Pod | None = None
+
+    def bind_choice(self, pod: Pod, cpus: int) -> BindChoice:
+        """The bind policy ``pod`` gets here; raises UnexpectedAdmissionError on a conflict."""
+        try:
+            spec = parse_resource_spec(pod.annotations, f"{pod.key}: metadata.annotations")
+            return cpu_bind_choice(spec, self.node_bind, cpus, self.topology.cpus_per_core)
+        except CpuAllocError as e:
+            raise UnexpectedAdmissionError(str(e)) from None
+
+    def _choice(self, n: int) -> BindChoice:
+        if self._pod is None:
+            return BindChoice(DEFAULT_BIND_POLICY, False)
+        return self.bind_choice(self._pod, n)
+
+    # -- hints
+    def container_hints(self, pod: Pod, container: Container) -> ProviderHints:
+        self._pod = pod
+        return super().container_hints(pod, container)
+
+    def pod_hints(self, pod: Pod) -> ProviderHints:
+        self._pod = pod
+        return super().pod_hints(pod)
+
+    def hint_set(
+        self, available: Iterable[int], reusable: Iterable[int], n: int
+    ) -> GeneratedHints | list[TopologyHint]:
+        choice = self._choice(n)
+        pool = frozenset(available)
+        if choice.required:
+            pool = filter_required(choice.policy, pool, self.topology)
+        gen = super().hint_set(pool, reusable, n)
+        if not isinstance(gen, GeneratedHints):
+            return gen
+        d = self.topology.details
+        with_cpus = 0
+        for c in pool:
+            if c in d:
+                with_cpus |= 1 << d[c].numa
+        universe = gen.universe & with_cpus
+        if not universe or not gen.feasible(universe):
+            return []
+        restricted = self._pod is not None and self.policy_of is not None and (
+            self.policy_of(self._pod) is Policy.RESTRICTED)
+        return GeneratedHints(
+            nodes=gen.nodes,
+            universe=universe,
+            feasible=gen.feasible,
+            preferred_size=_min_feasible_size(gen, universe),
+            is_preferred=(lambda m: True) if restricted else None,
+            demand=gen.demand,
+        )
+
+    # -- allocation
+    def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> None:
+        self._pod = pod
+        if self.static and guaranteed_cpus(pod, container):
+            self.bind_choice(pod, pod_guaranteed_cpus(pod))  # conflicts refuse before anything
+        super().allocate(pod, container, hint)
+
+    def allocate_cpus(
+        self, n: int, affinity: int | None, reusable: Iterable[int] = ()
+    ) -> frozenset[int]:
+        choice = self._choice(n)
+        reuse = frozenset(reusable)
+        pool = self.available_cpus() | reuse
+        topo = self.topology
+        if choice.required:
+            pool = filter_required(choice.policy, pool, topo)
+        if len(pool) < n:
+            raise UnexpectedAdmissionError(ERR_NOT_ENOUGH_CPUS)
+
+        def take(cpus: frozenset[int], k: int) -> frozenset[int]:
+            return take_preferred_cpus(topo, cpus, reuse, k, choice.policy, choice.exclusive, self.strategy)
+
+        result: frozenset[int] = frozenset()
+        try:
+            if affinity is not None:
+                nodes = ids_of(affinity)
+                in_node = {i: pool & topo.cpus_in_numa.get(i, frozenset()) for i in nodes}
+                whole = topo.cpus_per_core if choice.required and choice.policy is BindPolicy.FULL_PCPUS else 0
+                share = split_evenly(n, nodes, {i: len(c) for i, c in in_node.items()}, whole)
+                for i in sorted(share):
+                    result |= take(in_node[i] - result, share[i])
+            if n > len(result):  # outside the hint (best-effort): the kubelet's fallback
+                result |= take(pool - result, n - len(result))
+        except CpuAllocError as e:
+            raise UnexpectedAdmissionError(str(e)) from None
+        if choice.required and not satisfies_required(choice.policy, result, topo):
+            raise UnexpectedAdmissionError(
+                f"insufficient CPUs to satisfy required cpu bind policy {choice.policy.value}")
+        return result
+
+
 __all__ = [
     "DEFAULT_BIND_POLICY",
     "DEFAULT_NUMA_STRATEGY",
@@ -549,6 +702,7 @@ __all__ = [
     "BindPolicy",
     "CpuAllocError",
     "ExclusivePolicy",
+    "KoordinatorCpuManager",
     "NodeBindPolicy",
     "NumaAllocateStrategy",
     "ResourceSpec",

@@ -26,62 +26,33 @@ is what admits the pod); Koordinator's own merge differences are in :mod:`numali
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from numalign.errors import InputError
 from numalign.machine.model import Device, Machine
-from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, Exclusive, NumaNodeStatus, exclusive_ok
+from numalign.modes import (
+    NUMA_TOPOLOGY_SPEC,
+    Exclusive,
+    Mode,
+    NumaNodeStatus,
+    PodNumaSpec,
+    exclusive_ok,
+    node_numa_policy,
+    pod_numa_spec,
+)
 from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes, pods_usage
 from numalign.pods import Pod
-from numalign.policies import Policy, parse_policy
+from numalign.policies import Policy
 from numalign.scheduler.filters import FilterResult
 
-NUMA_TOPOLOGY_SPEC = "scheduling.koordinator.sh/numa-topology-spec"
 DEVICE_JOINT_ALLOCATE = "scheduling.koordinator.sh/device-joint-allocate"
 ERR_POLICY_NOT_MATCH = "node(s) NUMA Topology policy not match"
 ERR_EXCLUSIVE = "node(s) NUMA Topology exclusive policy not satisfied"
 ERR_JOINT = "node(s) Device Joint-Allocate rules violation"
 #: Koordinator device types -> the resource names numalign's machines use for them
 DEVICE_TYPES = {"gpu": ("nvidia.com/gpu", "koordinator.sh/gpu"), "rdma": ("koordinator.sh/rdma", "rdma/hca")}
-
-
-@dataclass(frozen=True)
-class PodNumaSpec:
-    policy: Policy | None
-    exclusive: Exclusive
-
-
-def pod_numa_spec(pod: Pod) -> PodNumaSpec:
-    """The pod's ``numa-topology-spec`` annotation as Koordinator reads it."""
-    raw = pod.annotations.get(NUMA_TOPOLOGY_SPEC)
-    if not raw:
-        return PodNumaSpec(None, Exclusive.REQUIRED)
-    field = f"{pod.key}: metadata.annotations[{NUMA_TOPOLOGY_SPEC}]"
-    try:
-        spec = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON: {e.msg}", field) from None
-    if not isinstance(spec, dict):
-        raise InputError("must be a JSON object", field)
-    pol = spec.get("numaTopologyPolicy")
-    policy = parse_policy(pol, f"{field}.numaTopologyPolicy")[0] if pol else None
-    exc = spec.get("singleNUMANodeExclusive") or "Required"
-    try:
-        exclusive = Exclusive(exc)
-    except ValueError:
-        raise InputError(f"must be Required or Preferred, got {exc!r}", f"{field}.singleNUMANodeExclusive") from None
-    return PodNumaSpec(policy if policy is not Policy.NONE else None, exclusive)
-
-
-def node_numa_policy(node: Node, labels: Mapping[str, str] | None = None) -> Policy:
-    """The node label ``node.koordinator.sh/numa-topology-policy`` if set, else the kubelet's."""
-    raw = (labels or {}).get(KOORDINATOR_NODE_POLICY_LABEL, "")
-    if raw:
-        return parse_policy(raw, f"labels[{KOORDINATOR_NODE_POLICY_LABEL}]")[0]
-    return node.node_policy
 
 
 def numa_status(node: Node, exclude: str | None = None) -> dict[int, NumaNodeStatus]:
@@ -100,11 +71,12 @@ def numa_status(node: Node, exclude: str | None = None) -> dict[int, NumaNodeSta
 
 def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
     """NodeNUMAResource's filter: policy match, then the engine's plan, then exclusivity."""
+    node.mode = Mode.KOORDINATOR  # Koordinator's scheduler decides the node's NUMA allocation
     try:
         spec = pod_numa_spec(pod)
     except InputError as e:
         return FilterResult(False, reason=e.message)
-    node_policy = node_numa_policy(node)
+    node_policy = node_numa_policy(node.machine.labels, node.node_policy)
     if spec.policy is not None and node_policy is not Policy.NONE and spec.policy is not node_policy:
         return FilterResult(False, reason=ERR_POLICY_NOT_MATCH)
     result, planned = node.plan(pod)
