@@ -13,6 +13,11 @@ Read from koordinator-sh/koordinator:
 * ``pkg/scheduler/frameworkext/topologymanager/policy.go`` ``checkExclusivePolicy`` (see
   :func:`numalign.modes.exclusive_ok`): NUMA nodes are ``single`` (held by a single-NUMA pod),
   ``shared`` (held by a multi-NUMA pod) or idle;
+* ``scoring.go`` / ``least_allocated.go`` / ``most_allocated.go`` - the plugin's Score
+  (:class:`KoordinatorNumaScore`): the scoring strategy (default ``LeastAllocated``, cpu and
+  memory weight 1) over the NUMA nodes the pod gets (their allocatable, what is allocated there
+  plus the pod's requests; a pod with a cpuset counts every bound CPU of the node), or over the
+  whole node when the pod has no NUMA policy or gets nothing NUMA-bound;
 * ``pkg/scheduler/plugins/deviceshare`` (``device_allocator.go``, joint allocation) - with
   ``scheduling.koordinator.sh/device-joint-allocate: {"deviceTypes": ["gpu", "rdma"],
   "requiredScope": "SamePCIe"}`` the primary type is allocated first, the secondary type is taken
@@ -42,10 +47,13 @@ from numalign.modes import (
     pod_numa_spec,
 )
 from numalign.node.admission import Node
-from numalign.node.usage import pod_numa_nodes, pods_usage
-from numalign.pods import Pod
+from numalign.node.usage import numa_amounts, pod_numa_nodes, pods_usage
+from numalign.pods import Pod, effective_pod_requests
 from numalign.policies import Policy
+from numalign.quantity import CPU, MEMORY
 from numalign.scheduler.filters import FilterResult
+from numalign.scheduler.nrt_scores import MAX_NODE_SCORE
+from numalign.scheduler.scorers import NumaScore
 
 DEVICE_JOINT_ALLOCATE = "scheduling.koordinator.sh/device-joint-allocate"
 ERR_POLICY_NOT_MATCH = "node(s) NUMA Topology policy not match"
@@ -89,6 +97,66 @@ def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
         if not exclusive_ok(mask, spec.exclusive, numa_status(node)):
             return FilterResult(False, reason=ERR_EXCLUSIVE)
     return FilterResult(True, len(used), planned=planned, result=result)
+
+
+# ---------------------------------------------------------------------------------- score
+
+
+def resource_score(strategy: str, requested: int, allocatable: int) -> int:
+    """``leastRequestedScore`` / ``mostRequestedScore`` (0..100, integer division)."""
+    if strategy == "MostAllocated":
+        return min(requested, allocatable) * MAX_NODE_SCORE // allocatable
+    if requested > allocatable:
+        return 0
+    return (allocatable - requested) * MAX_NODE_SCORE // allocatable
+
+
+class KoordinatorNumaScore(NumaScore):
+    """NodeNUMAResource's Score on one candidate (it reads the node: ``node_aware``)."""
+
+    relative = False
+    node_aware = True
+
+    def __init__(self, strategy: str = "LeastAllocated", weights: Mapping[str, int] | None = None) -> None:
+        if strategy not in ("LeastAllocated", "MostAllocated"):
+            raise InputError(f"unknown scoring strategy {strategy!r} (known: LeastAllocated, MostAllocated)",
+                             "scoringStrategy")
+        self.strategy = strategy
+        self.weights = dict(weights or {CPU: 1, MEMORY: 1})
+
+    def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
+        return [MAX_NODE_SCORE] * len(counts)  # without the node: the bound
+
+    def bound(self, fewest: int, max_numa: int) -> int:
+        return MAX_NODE_SCORE
+
+    def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
+        planned = node.plan(pod)[1]
+        if planned is None:
+            return 0
+        req = effective_pod_requests(pod)
+        policy = node.policy_for(pod)[0].policy
+        used = pod_numa_nodes(node.machine, planned, pod.uid)
+        if policy is Policy.NONE or not used:
+            requested, _ = node.requested()
+            allocatable = {r: node.allocatable.get(r, 0) for r in self.weights}
+            before = {r: requested.get(r, 0) for r in self.weights}
+        else:
+            zones = numa_amounts(node)
+            scale = {CPU: 1000}
+            allocatable = {r: sum(zones[i].allocatable.get(r, 0) for i in used) * scale.get(r, 1)
+                           for r in self.weights}
+            before = {r: sum(zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0) for i in used)
+                      * scale.get(r, 1) for r in self.weights}
+        if planned.cpu.pod_cpus(pod.uid):
+            before[CPU] = len(node.state.cpu.assigned_cpus()) * 1000
+        total = weight_sum = 0
+        for r, w in self.weights.items():
+            if allocatable[r] == 0:
+                continue
+            total += resource_score(self.strategy, before[r] + req.get(r, 0), allocatable[r]) * w
+            weight_sum += w
+        return total // weight_sum if weight_sum else 0
 
 
 # ----------------------------------------------------------------------- joint allocation
@@ -162,10 +230,12 @@ __all__ = [
     "ERR_POLICY_NOT_MATCH",
     "NUMA_TOPOLOGY_SPEC",
     "JointAllocation",
+    "KoordinatorNumaScore",
     "PodNumaSpec",
     "joint_allocate",
     "koordinator_filter",
     "node_numa_policy",
     "numa_status",
     "pod_numa_spec",
+    "resource_score",
 ]
