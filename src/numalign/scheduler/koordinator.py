@@ -25,12 +25,14 @@ Read from koordinator-sh/koordinator:
   is refused unless both types span the same switches ("node(s) Device Joint-Allocate rules
   violation").
 
-The engine still decides the placement inside the node (the kubelet's merge and managers, which
-is what admits the pod); Koordinator's own merge differences are in :mod:`numalign.modes`.
+The filter runs the node in the ``koordinator`` engine mode (:mod:`numalign.modes`: the pod's and
+the node label's policy, pod scope, Koordinator's CPU hints and bind policies from
+:mod:`numalign.resources.cpu_koordinator`) and plans with it; the Score reuses that plan.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,7 +48,8 @@ from numalign.modes import (
     node_numa_policy,
     pod_numa_spec,
 )
-from numalign.node.admission import Node
+from numalign.node.admission import Node, PodResult
+from numalign.node.state import NodeState
 from numalign.node.usage import numa_amounts, pod_numa_nodes, pods_usage
 from numalign.pods import Pod, effective_pod_requests
 from numalign.policies import Policy
@@ -77,6 +80,21 @@ def numa_status(node: Node, exclude: str | None = None) -> dict[int, NumaNodeSta
     return status
 
 
+#: per node, its last plan (the state it was made on, the pod uid, the result): the Score right
+#: after the Filter of the same pod on an unchanged node reuses it instead of planning again
+_LAST_PLAN: weakref.WeakKeyDictionary[Node, tuple[NodeState, str, tuple[PodResult, NodeState | None]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _plan(node: Node, pod: Pod) -> tuple[PodResult, NodeState | None]:
+    hit = _LAST_PLAN.get(node)
+    if hit is not None and hit[0] is node.state and hit[1] == pod.uid:
+        return hit[2]
+    out = node.plan(pod)
+    _LAST_PLAN[node] = (node.state, pod.uid, out)
+    return out
+
+
 def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
     """NodeNUMAResource's filter: policy match, then the engine's plan, then exclusivity."""
     node.mode = Mode.KOORDINATOR  # Koordinator's scheduler decides the node's NUMA allocation
@@ -87,7 +105,7 @@ def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
     node_policy = node_numa_policy(node.machine.labels, node.node_policy)
     if spec.policy is not None and node_policy is not Policy.NONE and spec.policy is not node_policy:
         return FilterResult(False, reason=ERR_POLICY_NOT_MATCH)
-    result, planned = node.plan(pod)
+    result, planned = _plan(node, pod)
     if planned is None:
         return FilterResult(False, reason=f"{result.reason}: {result.message}")
     used = pod_numa_nodes(node.machine, planned, pod.uid)
@@ -131,7 +149,7 @@ class KoordinatorNumaScore(NumaScore):
         return MAX_NODE_SCORE
 
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
-        planned = node.plan(pod)[1]
+        planned = _plan(node, pod)[1]
         if planned is None:
             return 0
         req = effective_pod_requests(pod)
