@@ -50,7 +50,7 @@ from numalign.modes import (
 )
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
-from numalign.node.usage import numa_amounts, pod_numa_nodes, pods_usage
+from numalign.node.usage import numa_amounts, pod_numa_nodes, pod_usage, pods_usage
 from numalign.pods import Pod, effective_pod_requests
 from numalign.policies import Policy
 from numalign.quantity import CPU, MEMORY
@@ -166,8 +166,10 @@ class KoordinatorNumaScore(NumaScore):
                            for r in self.weights}
             before = {r: sum(zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0) for i in used)
                       * scale.get(r, 1) for r in self.weights}
-        if planned.cpu.pod_cpus(pod.uid):
-            before[CPU] = len(node.state.cpu.assigned_cpus()) * 1000
+        held = pod_usage(node.machine, planned, pod.uid)
+        if held is not None and any(c.cpus for c in held.containers):  # a cpuset: every bound CPU
+            before[CPU] = sum(z.allocatable.get(CPU, 0) - z.available.get(CPU, 0)
+                              for z in numa_amounts(node).values()) * 1000
         total = weight_sum = 0
         for r, w in self.weights.items():
             if allocatable[r] == 0:
