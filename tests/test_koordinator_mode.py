@@ -256,3 +256,31 @@ def test_extender_serve_refuses_an_unknown_profile() -> None:
         serve(nrt_dir=".", profile="yarn")
     with pytest.raises(InputError, match="no NUMA filter"):
         serve(nrt_dir=".", profile="default")
+
+
+def test_scheduler_runs_the_koordinator_profile_in_the_koordinator_mode() -> None:
+    """The profile sets every node's mode before the prefilter reads them: a Restricted node where
+    only Koordinator's rules admit a 6-CPU pod across both NUMA nodes is not pruned."""
+    from numalign.scheduler import Cluster, Scheduler, get_profile
+
+    outcomes = {}
+    for profile in ("koordinator", "numalign"):
+        cluster = Cluster([("n0", load_machine(spec("restricted")))])
+        sched = Scheduler(cluster, get_profile(profile))
+        assert all(cn.node.mode is (Mode.KOORDINATOR if profile == "koordinator" else Mode.KUBELET)
+                   for cn in cluster.nodes)
+        for name in ("fill0", "fill1"):
+            assert sched.schedule(pod(name, 4)).admitted
+        outcomes[profile] = sched.schedule(pod("six", 6)).admitted
+    assert outcomes == {"koordinator": True, "numalign": False}
+
+
+def test_exclusivity_defaults_to_required_only_for_a_pod_with_a_policy() -> None:
+    """plugin.go Filter: ``singleNUMANodeExclusive`` defaults to Required only when the pod sets
+    ``numaTopologyPolicy``; a pod without the annotation is never refused for exclusivity."""
+    from numalign.modes import Exclusive, pod_numa_spec
+
+    assert pod_numa_spec(pod("a", 1)).exclusive is None
+    assert pod_numa_spec(pod("b", 1, numa_spec={"numaTopologyPolicy": "Restricted"})).exclusive is Exclusive.REQUIRED
+    assert pod_numa_spec(pod("c", 1, numa_spec={"singleNUMANodeExclusive": "Preferred"})).exclusive is (
+        Exclusive.PREFERRED)

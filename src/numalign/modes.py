@@ -162,27 +162,30 @@ def _mark_exclusive(p: ProviderHints, exclusive: Exclusive, status: Mapping[int,
 @dataclass(frozen=True)
 class PodNumaSpec:
     policy: Policy | None
-    exclusive: Exclusive
+    #: None: no exclusivity check (neither a policy nor ``singleNUMANodeExclusive`` given)
+    exclusive: Exclusive | None
 
 
 def pod_numa_spec(pod: Pod) -> PodNumaSpec:
-    """The pod's ``numa-topology-spec`` annotation as Koordinator reads it (``Required`` is the
-    exclusivity when none is given; ``""``/``None`` is no policy)."""
+    """The pod's ``numa-topology-spec`` annotation as Koordinator reads it: ``""``/``None`` is no
+    policy; the exclusivity is ``Required`` when not given and the pod has a policy, else none
+    (plugin.go Filter: ``podNUMAExclusive == "" && podNUMATopologyPolicy != ""``)."""
     raw = pod.annotations.get(NUMA_TOPOLOGY_SPEC)
     if not raw:
-        return PodNumaSpec(None, Exclusive.REQUIRED)
+        return PodNumaSpec(None, None)
     field = f"{pod.key}: metadata.annotations[{NUMA_TOPOLOGY_SPEC}]"
     spec = loads_json(raw, field)
     if not isinstance(spec, dict):
         raise InputError("must be a JSON object", field)
     pol = spec.get("numaTopologyPolicy")
     policy = parse_policy(pol, f"{field}.numaTopologyPolicy")[0] if pol else None
-    exc = spec.get("singleNUMANodeExclusive") or "Required"
+    policy = policy if policy is not Policy.NONE else None
+    exc = spec.get("singleNUMANodeExclusive") or ("Required" if policy is not None else None)
     try:
-        exclusive = Exclusive(exc)
+        exclusive = None if exc is None else Exclusive(exc)
     except ValueError:
         raise InputError(f"must be Required or Preferred, got {exc!r}", f"{field}.singleNUMANodeExclusive") from None
-    return PodNumaSpec(policy if policy is not Policy.NONE else None, exclusive)
+    return PodNumaSpec(policy, exclusive)
 
 
 def node_numa_policy(labels: Mapping[str, str], kubelet_policy: Policy) -> Policy:

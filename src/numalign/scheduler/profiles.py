@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from numalign import goparse
 from numalign.errors import InputError
+from numalign.modes import Mode
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter, volcano_filter
@@ -60,6 +61,8 @@ class Profile:
     numa_weight: int = 1
     #: the scheduler already knows the node's decision (exact filter): binding never fails
     exact: bool = False
+    #: the engine mode every node runs in under this profile (None: each node's own)
+    mode: Mode | None = None
 
 
 PROFILES: dict[str, Profile] = {
@@ -71,7 +74,9 @@ PROFILES: dict[str, Profile] = {
     ),
     "nrt-snn-balanced": Profile("nrt-snn-balanced", nrt_snn_filter, numa_score=NrtZoneScore("BalancedAllocation")),
     "volcano": Profile("volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10),
-    "koordinator": Profile("koordinator", koordinator_filter, numa_score=KoordinatorNumaScore(), exact=True),
+    "koordinator": Profile(
+        "koordinator", koordinator_filter, numa_score=KoordinatorNumaScore(), exact=True, mode=Mode.KOORDINATOR
+    ),
     "numalign": Profile("numalign", exact_filter, numa_score=LeastNumaNodes(), exact=True),
 }
 
