@@ -284,3 +284,15 @@ def test_exclusivity_defaults_to_required_only_for_a_pod_with_a_policy() -> None
     assert pod_numa_spec(pod("b", 1, numa_spec={"numaTopologyPolicy": "Restricted"})).exclusive is Exclusive.REQUIRED
     assert pod_numa_spec(pod("c", 1, numa_spec={"singleNUMANodeExclusive": "Preferred"})).exclusive is (
         Exclusive.PREFERRED)
+
+
+def test_init_container_cpus_stay_usable_in_the_koordinator_mode() -> None:
+    """An init container that took a whole NUMA node's free CPUs leaves them reusable to the app
+    container: that NUMA node is not "lacking CPUs" for the pod."""
+    n = node("single-numa-node", KOORD)
+    req = {"cpu": 7000, "memory": 1 << 30}
+    init = Container("init", ContainerKind.INIT, requests=req, limits=dict(req))
+    app = Container("main", ContainerKind.APP, requests=req, limits=dict(req))
+    p = Pod("t", "initpod", default_uid("t", "initpod"), QOSClass.GUARANTEED, (init, app))
+    r = n.admit(p)
+    assert r.admitted

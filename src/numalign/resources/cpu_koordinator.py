@@ -625,12 +625,13 @@ class KoordinatorCpuManager(CpuManager):
         pool = frozenset(available)
         if choice.required:
             pool = filter_required(choice.policy, pool, self.topology)
-        gen = super().hint_set(pool, reusable, n)
+        reuse = frozenset(reusable)
+        gen = super().hint_set(pool, reuse, n)
         if not isinstance(gen, GeneratedHints):
             return gen
         d = self.topology.details
         with_cpus = 0
-        for c in pool:
+        for c in pool | reuse:  # the pod's reusable (init) CPUs count as free for it
             if c in d:
                 with_cpus |= 1 << d[c].numa
         universe = gen.universe & with_cpus
