@@ -41,7 +41,9 @@ from enum import StrEnum
 from numalign.bitmask import ids_of
 from numalign.errors import InputError
 from numalign.hints import GeneratedHints, HintList, ProviderHints, TopologyHint, flatten
-from numalign.policies import Policy, TopologyPolicy
+from numalign.pods import Pod
+from numalign.policies import Policy, Scope, TopologyPolicy, parse_policy
+from numalign.yamlfiles import loads_json
 
 
 class Mode(StrEnum):
@@ -52,8 +54,10 @@ class Mode(StrEnum):
 
 #: Koordinator's node label for the node's NUMA topology policy (apis/extension/numa_aware.go)
 KOORDINATOR_NODE_POLICY_LABEL = "node.koordinator.sh/numa-topology-policy"
-#: a node label choosing the engine mode of a node (numalign's own)
+#: a node label (or NRT attribute) choosing the engine mode of a node (numalign's own)
 MODE_LABEL = "numalign.io/engine-mode"
+#: Koordinator's pod annotation for the pod's NUMA policy and exclusivity
+NUMA_TOPOLOGY_SPEC = "scheduling.koordinator.sh/numa-topology-spec"
 #: Koordinator's ErrUnsatisfiedNUMAResource
 ERR_UNSATISFIED_NUMA_RESOURCE = "Insufficient NUMA %s"
 
@@ -98,6 +102,12 @@ def parse_mode(value: object, field: str = "mode") -> Mode:
         return Mode(str(value))
     except ValueError:
         raise InputError(f"unknown engine mode {value!r} (known: {', '.join(m.value for m in Mode)})", field) from None
+
+
+def node_mode(labels: Mapping[str, str], field: str = f"labels[{MODE_LABEL}]") -> Mode:
+    """A node's engine mode from its ``numalign.io/engine-mode`` label (default ``kubelet``)."""
+    raw = labels.get(MODE_LABEL)
+    return parse_mode(raw or None, field)
 
 
 # ---------------------------------------------------------------- Koordinator exclusivity
@@ -147,6 +157,54 @@ def _mark_exclusive(p: ProviderHints, exclusive: Exclusive, status: Mapping[int,
             for h in _hints(hints)
         ]
     return out
+
+
+@dataclass(frozen=True)
+class PodNumaSpec:
+    policy: Policy | None
+    #: None: no exclusivity check (neither a policy nor ``singleNUMANodeExclusive`` given)
+    exclusive: Exclusive | None
+
+
+def pod_numa_spec(pod: Pod) -> PodNumaSpec:
+    """The pod's ``numa-topology-spec`` annotation as Koordinator reads it: ``""``/``None`` is no
+    policy; the exclusivity is ``Required`` when not given and the pod has a policy, else none
+    (plugin.go Filter: ``podNUMAExclusive == "" && podNUMATopologyPolicy != ""``)."""
+    raw = pod.annotations.get(NUMA_TOPOLOGY_SPEC)
+    if not raw:
+        return PodNumaSpec(None, None)
+    field = f"{pod.key}: metadata.annotations[{NUMA_TOPOLOGY_SPEC}]"
+    spec = loads_json(raw, field)
+    if not isinstance(spec, dict):
+        raise InputError("must be a JSON object", field)
+    pol = spec.get("numaTopologyPolicy")
+    policy = parse_policy(pol, f"{field}.numaTopologyPolicy")[0] if pol else None
+    policy = policy if policy is not Policy.NONE else None
+    exc = spec.get("singleNUMANodeExclusive") or ("Required" if policy is not None else None)
+    try:
+        exclusive = None if exc is None else Exclusive(exc)
+    except ValueError:
+        raise InputError(f"must be Required or Preferred, got {exc!r}", f"{field}.singleNUMANodeExclusive") from None
+    return PodNumaSpec(policy, exclusive)
+
+
+def node_numa_policy(labels: Mapping[str, str], kubelet_policy: Policy) -> Policy:
+    """Koordinator ``getNUMATopologyPolicy``: the node label
+    ``node.koordinator.sh/numa-topology-policy`` when set, else the kubelet's policy."""
+    raw = labels.get(KOORDINATOR_NODE_POLICY_LABEL, "")
+    if raw:
+        return parse_policy(raw, f"labels[{KOORDINATOR_NODE_POLICY_LABEL}]")[0]
+    return kubelet_policy
+
+
+def koordinator_policy(labels: Mapping[str, str], kubelet_policy: Policy, pod: Pod) -> tuple[Policy, Scope]:
+    """The policy the ``koordinator`` mode applies to ``pod`` (``mergeTopologyPolicy``): the
+    pod's ``numaTopologyPolicy`` when set (a mismatch with a node policy is the filter's to
+    refuse), else the node's; always pod scope (Koordinator hints and allocates the pod's
+    requests as a whole)."""
+    node = node_numa_policy(labels, kubelet_policy)
+    asked = pod_numa_spec(pod).policy
+    return (asked if asked is not None else node), Scope.POD
 
 
 @dataclass(frozen=True)
@@ -229,13 +287,19 @@ __all__ = [
     "ERR_UNSATISFIED_NUMA_RESOURCE",
     "KOORDINATOR_NODE_POLICY_LABEL",
     "MODE_LABEL",
+    "NUMA_TOPOLOGY_SPEC",
     "RULES",
     "Exclusive",
     "Mode",
     "ModeResult",
     "ModeRules",
     "NumaNodeStatus",
+    "PodNumaSpec",
     "exclusive_ok",
+    "koordinator_policy",
     "merge",
+    "node_mode",
+    "node_numa_policy",
     "parse_mode",
+    "pod_numa_spec",
 ]

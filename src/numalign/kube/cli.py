@@ -44,7 +44,8 @@ def _cmd_extender_serve(args: argparse.Namespace) -> int:
                  in_cluster=args.in_cluster, tls_cert=args.tls_cert, tls_key=args.tls_key,
                  max_body=args.max_body, timeout=args.timeout, resync=args.resync,
                  assume_ttl=args.assume_ttl, health_host=args.health_host,
-                 health_port=args.health_port, max_connections=args.max_connections)
+                 health_port=args.health_port, max_connections=args.max_connections,
+                 profile=args.profile)
 
 
 def add_commands(sub: Any) -> None:
@@ -102,4 +103,8 @@ def add_commands(sub: Any) -> None:
                         "for the kubelet's probes and Prometheus while --host stays loopback")
     s.add_argument("--health-host", default="0.0.0.0", metavar="ADDR",
                    help="listen address of --health-port (default: all)")
+    s.add_argument("--profile", default="numalign", metavar="NAME",
+                   help="the scheduler profile deciding and scoring (default numalign; also "
+                        "koordinator, volcano[:weight=N], nrt-snn, nrt-snn-least-numa, "
+                        "nrt-snn-most-allocated, nrt-snn-balanced; not default: it has no filter)")
     s.set_defaults(handler=_cmd_extender_serve)

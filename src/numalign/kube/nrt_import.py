@@ -24,6 +24,12 @@ means them and decides the kubelet's policies per node (the table is in docs/kub
   devices in ``numalign.io/devicesWithoutTopology`` (and how many are in use), so for them an
   unknown resource is still refused as the kubelet refuses an unregistered one.
 
+Node labels the engine reads (:data:`NODE_LABEL_KEYS`: the engine mode ``numalign.io/engine-mode``
+and Koordinator's ``node.koordinator.sh/numa-topology-policy``, ``cpu-bind-policy``,
+``numa-allocate-strategy``) come from the NRT's ``metadata.labels`` or from node-level attributes
+of the same name (an attribute wins): a node in the ``koordinator`` mode then decides with
+Koordinator's rules (:mod:`numalign.modes`), whatever the extender's profile.
+
 The published availability is applied to a fresh state through the managers
 (:func:`numalign.node.usage.apply_observed`) as one synthetic occupant (:data:`NRT_USAGE_UID`).
 """
@@ -38,12 +44,17 @@ from numalign.cpulist import parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.model import Device, Machine, ReservedMemory
 from numalign.machine.nrt import is_zone_device_resource, nrt_to_machine, parse_counts
+from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL, parse_mode
 from numalign.node.admission import Node
 from numalign.node.state import NodeState
 from numalign.node.usage import ObservedUsage, apply_observed
 from numalign.quantity import CPU, MEMORY, is_hugepages_resource, parse_quantity, quantity_int
 from numalign.resources.cpu import POLICY_NONE as CPU_NONE
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
+from numalign.resources.cpu_koordinator import (
+    NODE_CPU_BIND_POLICY_LABEL,
+    NODE_NUMA_ALLOCATE_STRATEGY_LABEL,
+)
 from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import POLICY_NONE as MEMORY_NONE
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
@@ -66,6 +77,10 @@ ATTR_NODE_PODS = "numalign.io/nodePods"
 #: the node status' allocatable the predicate admission compares against ("cpu=63000,...")
 ATTR_NODE_ALLOCATABLE = "numalign.io/nodeAllocatable"
 NRT_USAGE_UID = "numalign.io/nrt-usage"  # the synthetic occupant of published usage
+#: node labels the engine reads from an NRT (``metadata.labels`` or node attributes)
+NODE_LABEL_KEYS = (
+    MODE_LABEL, KOORDINATOR_NODE_POLICY_LABEL, NODE_CPU_BIND_POLICY_LABEL, NODE_NUMA_ALLOCATE_STRATEGY_LABEL,
+)
 
 Amounts = dict[int, dict[str, dict[str, int]]]
 
@@ -226,6 +241,20 @@ def _unhealthy(machine: Machine, amounts: Amounts) -> tuple[Device, ...]:
     return tuple(out)
 
 
+def node_labels(obj: Mapping[str, Any], attrs: Mapping[str, str]) -> dict[str, str]:
+    """The :data:`NODE_LABEL_KEYS` of the NRT's ``metadata.labels``, overridden by node
+    attributes of the same name; the engine mode is checked here (``attributes.<name>``)."""
+    meta = obj.get("metadata")
+    raw = meta.get("labels") if isinstance(meta, Mapping) else None
+    out = {k: v for k, v in (raw or {}).items() if k in NODE_LABEL_KEYS and isinstance(v, str)} \
+        if isinstance(raw, Mapping) else {}
+    out.update({k: attrs[k] for k in NODE_LABEL_KEYS if k in attrs})
+    if out.get(MODE_LABEL):
+        where = f"attributes.{MODE_LABEL}" if MODE_LABEL in attrs else f"metadata.labels.{MODE_LABEL}"
+        parse_mode(out[MODE_LABEL], where)
+    return out
+
+
 def engine_from_nrt(obj: object) -> Node:
     """A node engine whose state shows what ``obj`` (an NRT object) says is available."""
     machine = nrt_to_machine(obj)
@@ -248,7 +277,8 @@ def engine_from_nrt(obj: object) -> Node:
         memory_manager_policy=mem_policy,
         reserved_memory=reserved_memory,
     )
-    machine = replace(machine, devices=_unhealthy(machine, amounts), kubelet=kubelet)
+    machine = replace(machine, devices=_unhealthy(machine, amounts), kubelet=kubelet,
+                      labels=node_labels(obj, attrs))
     own = is_numalign_nrt(attrs)
     node = NrtNode(machine, reserved, lenient_devices=not own)
     observed = observed_usage(amounts, zone_attrs)

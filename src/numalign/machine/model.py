@@ -87,6 +87,9 @@ class Machine:
     cpus: tuple[Cpu, ...]  # ascending id
     devices: tuple[Device, ...] = ()
     kubelet: KubeletConfig = field(default_factory=KubeletConfig)
+    #: the Kubernetes node's labels (Koordinator's ``node.koordinator.sh/*``, numalign's
+    #: ``numalign.io/engine-mode``): how cluster schedulers treat this node
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
     def node_ids(self) -> tuple[int, ...]:

@@ -124,7 +124,7 @@ from numalign.yamlfiles import read_yaml
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 
-_TOP_KEYS = ("name", "numaNodes", "cpus", "devices", "kubelet", "shape")
+_TOP_KEYS = ("name", "numaNodes", "cpus", "devices", "kubelet", "shape", "labels")
 _NODE_KEYS = ("id", "memory", "hugepages", "distances")
 _CPU_KEYS = ("id", "core", "socket", "numa", "uncoreCache", "die", "online")
 _DEVICE_KEYS = ("resource", "id", "numa", "healthy", "pcieRoot", "busId")
@@ -692,12 +692,14 @@ def _load(data: object, source: str) -> Machine:
             raise InputError(
                 f"CPUs {format_cpulist(unknown)} are not in cpus", "kubelet.reservedSystemCPUs"
             )
+    labels = {str(k): _str(v, f"labels.{k}") for k, v in _mapping(doc.get("labels", {}), "labels").items()}
     machine = Machine(
         name=name,
         numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
         cpus=cpus,
         devices=devices,
         kubelet=kubelet,
+        labels=labels,
     )
     validate_reserved_memory(machine)
     return machine
@@ -802,13 +804,16 @@ def dump_machine(m: Machine) -> dict[str, Any]:
         if d.bus_id is not None:
             dev["busId"] = d.bus_id
         devices.append(dev)
-    return {
+    out: dict[str, Any] = {
         "name": m.name,
         "numaNodes": nodes,
         "cpus": cpus,
         "devices": devices,
         "kubelet": _dump_kubelet(m.kubelet),
     }
+    if m.labels:
+        out["labels"] = dict(sorted(m.labels.items()))
+    return out
 
 
 def dump_machine_yaml(m: Machine) -> str:

@@ -24,6 +24,7 @@ from numalign.bitmask import ids_of
 from numalign.errors import AdmissionError, InputError
 from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
+from numalign.modes import Mode, koordinator_policy, node_mode
 from numalign.node.predicates import fits
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.node.usage import container_usage
@@ -39,6 +40,7 @@ from numalign.policies import (
 )
 from numalign.resources.base import Provider
 from numalign.resources.cpu import CpuManager
+from numalign.resources.cpu_koordinator import KoordinatorCpuManager
 from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import MemoryManager
 from numalign.scopes import Decision, Rejected, admit
@@ -103,6 +105,8 @@ class Node:
         self.node_scope = implied or parse_scope(
             kc.topology_manager_scope, "kubelet.topologyManagerScope"
         )
+        #: the engine mode (label ``numalign.io/engine-mode``; a scheduler profile may set it)
+        self.mode = node_mode(machine.labels)
         # kubelet manager construction checks (NUMA limit, distances) happen here, once
         self._policies: dict[Policy, TopologyPolicy] = {}
         self._policy(self.node_policy)
@@ -138,6 +142,9 @@ class Node:
 
     def policy_for(self, pod: Pod) -> tuple[TopologyPolicy, Scope]:
         """The policy and scope that apply to ``pod`` on this node."""
+        if self.mode is Mode.KOORDINATOR:
+            koord, koord_scope = koordinator_policy(self.machine.labels, self.node_policy, pod)
+            return self._policy(koord), koord_scope
         if not self.dynamic:
             return self._policy(self.node_policy), self.node_scope
         asked = pod_policy(pod)
@@ -155,11 +162,12 @@ class Node:
 
     def providers(self, state: NodeState) -> list[Provider]:
         m = self.machine
-        return [
-            DeviceManager(m, state.devices),
-            CpuManager(m, state.cpu, reserved=self.reserved_cpus),
-            MemoryManager(m, state.memory),
-        ]
+        cpu = (
+            KoordinatorCpuManager(m, state.cpu, reserved=self.reserved_cpus,
+                                  policy_of=lambda pod: self.policy_for(pod)[0].policy)
+            if self.mode is Mode.KOORDINATOR else CpuManager(m, state.cpu, reserved=self.reserved_cpus)
+        )
+        return [DeviceManager(m, state.devices), cpu, MemoryManager(m, state.memory)]
 
     def validate_state(self) -> None:
         """The kubelet managers' start-up validation of a loaded state, plus numalign's own:

@@ -13,6 +13,11 @@ Read from koordinator-sh/koordinator:
 * ``pkg/scheduler/frameworkext/topologymanager/policy.go`` ``checkExclusivePolicy`` (see
   :func:`numalign.modes.exclusive_ok`): NUMA nodes are ``single`` (held by a single-NUMA pod),
   ``shared`` (held by a multi-NUMA pod) or idle;
+* ``scoring.go`` / ``least_allocated.go`` / ``most_allocated.go`` - the plugin's Score
+  (:class:`KoordinatorNumaScore`): the scoring strategy (default ``LeastAllocated``, cpu and
+  memory weight 1) over the NUMA nodes the pod gets (their allocatable, what is allocated there
+  plus the pod's requests; a pod with a cpuset counts every bound CPU of the node), or over the
+  whole node when the pod has no NUMA policy or gets nothing NUMA-bound;
 * ``pkg/scheduler/plugins/deviceshare`` (``device_allocator.go``, joint allocation) - with
   ``scheduling.koordinator.sh/device-joint-allocate: {"deviceTypes": ["gpu", "rdma"],
   "requiredScope": "SamePCIe"}`` the primary type is allocated first, the secondary type is taken
@@ -20,69 +25,46 @@ Read from koordinator-sh/koordinator:
   is refused unless both types span the same switches ("node(s) Device Joint-Allocate rules
   violation").
 
-The engine still decides the placement inside the node (the kubelet's merge and managers, which
-is what admits the pod); Koordinator's own merge differences are in :mod:`numalign.modes`.
+The filter runs the node in the ``koordinator`` engine mode (:mod:`numalign.modes`: the pod's and
+the node label's policy, pod scope, Koordinator's CPU hints and bind policies from
+:mod:`numalign.resources.cpu_koordinator`) and plans with it; the Score reuses that plan.
 """
 
 from __future__ import annotations
 
-import json
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from numalign.errors import InputError
 from numalign.machine.model import Device, Machine
 from numalign.merge_budget import MergeTooLarge
-from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, Exclusive, NumaNodeStatus, exclusive_ok
-from numalign.node.admission import Node
-from numalign.node.usage import pod_numa_nodes, pods_usage
-from numalign.pods import Pod
-from numalign.policies import Policy, parse_policy
+from numalign.modes import (
+    NUMA_TOPOLOGY_SPEC,
+    Exclusive,
+    Mode,
+    NumaNodeStatus,
+    PodNumaSpec,
+    exclusive_ok,
+    node_numa_policy,
+    pod_numa_spec,
+)
+from numalign.node.admission import Node, PodResult
+from numalign.node.state import NodeState
+from numalign.node.usage import numa_amounts, pod_numa_nodes, pod_usage, pods_usage
+from numalign.pods import Pod, effective_pod_requests
+from numalign.policies import Policy
+from numalign.quantity import CPU, MEMORY
 from numalign.scheduler.filters import FilterResult
+from numalign.scheduler.nrt_scores import MAX_NODE_SCORE
+from numalign.scheduler.scorers import NumaScore
 
-NUMA_TOPOLOGY_SPEC = "scheduling.koordinator.sh/numa-topology-spec"
 DEVICE_JOINT_ALLOCATE = "scheduling.koordinator.sh/device-joint-allocate"
 ERR_POLICY_NOT_MATCH = "node(s) NUMA Topology policy not match"
 ERR_EXCLUSIVE = "node(s) NUMA Topology exclusive policy not satisfied"
 ERR_JOINT = "node(s) Device Joint-Allocate rules violation"
 #: Koordinator device types -> the resource names numalign's machines use for them
 DEVICE_TYPES = {"gpu": ("nvidia.com/gpu", "koordinator.sh/gpu"), "rdma": ("koordinator.sh/rdma", "rdma/hca")}
-
-
-@dataclass(frozen=True)
-class PodNumaSpec:
-    policy: Policy | None
-    exclusive: Exclusive
-
-
-def pod_numa_spec(pod: Pod) -> PodNumaSpec:
-    """The pod's ``numa-topology-spec`` annotation as Koordinator reads it."""
-    raw = pod.annotations.get(NUMA_TOPOLOGY_SPEC)
-    if not raw:
-        return PodNumaSpec(None, Exclusive.REQUIRED)
-    field = f"{pod.key}: metadata.annotations[{NUMA_TOPOLOGY_SPEC}]"
-    try:
-        spec = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON: {e.msg}", field) from None
-    if not isinstance(spec, dict):
-        raise InputError("must be a JSON object", field)
-    pol = spec.get("numaTopologyPolicy")
-    policy = parse_policy(pol, f"{field}.numaTopologyPolicy")[0] if pol else None
-    exc = spec.get("singleNUMANodeExclusive") or "Required"
-    try:
-        exclusive = Exclusive(exc)
-    except ValueError:
-        raise InputError(f"must be Required or Preferred, got {exc!r}", f"{field}.singleNUMANodeExclusive") from None
-    return PodNumaSpec(policy if policy is not Policy.NONE else None, exclusive)
-
-
-def node_numa_policy(node: Node, labels: Mapping[str, str] | None = None) -> Policy:
-    """The node label ``node.koordinator.sh/numa-topology-policy`` if set, else the kubelet's."""
-    raw = (labels or {}).get(KOORDINATOR_NODE_POLICY_LABEL, "")
-    if raw:
-        return parse_policy(raw, f"labels[{KOORDINATOR_NODE_POLICY_LABEL}]")[0]
-    return node.node_policy
 
 
 def numa_status(node: Node, exclude: str | None = None) -> dict[int, NumaNodeStatus]:
@@ -99,17 +81,33 @@ def numa_status(node: Node, exclude: str | None = None) -> dict[int, NumaNodeSta
     return status
 
 
+#: per node, its last plan (the state it was made on, the pod uid, the result): the Score right
+#: after the Filter of the same pod on an unchanged node reuses it instead of planning again
+_LAST_PLAN: weakref.WeakKeyDictionary[Node, tuple[NodeState, str, tuple[PodResult, NodeState | None]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _plan(node: Node, pod: Pod) -> tuple[PodResult, NodeState | None]:
+    hit = _LAST_PLAN.get(node)
+    if hit is not None and hit[0] is node.state and hit[1] == pod.uid:
+        return hit[2]
+    out = node.plan(pod)
+    _LAST_PLAN[node] = (node.state, pod.uid, out)
+    return out
+
+
 def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
     """NodeNUMAResource's filter: policy match, then the engine's plan, then exclusivity."""
+    node.mode = Mode.KOORDINATOR  # Koordinator's scheduler decides the node's NUMA allocation
     try:
         spec = pod_numa_spec(pod)
     except InputError as e:
         return FilterResult(False, reason=e.message)
-    node_policy = node_numa_policy(node)
+    node_policy = node_numa_policy(node.machine.labels, node.node_policy)
     if spec.policy is not None and node_policy is not Policy.NONE and spec.policy is not node_policy:
         return FilterResult(False, reason=ERR_POLICY_NOT_MATCH)
     try:
-        result, planned = node.plan(pod)
+        result, planned = _plan(node, pod)
     except MergeTooLarge as e:  # the merge's step cap: this node is infeasible for this pod
         return FilterResult(False, reason=f"{e.reason}: {e.message}")
     if planned is None:
@@ -121,6 +119,68 @@ def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
         if not exclusive_ok(mask, spec.exclusive, numa_status(node)):
             return FilterResult(False, reason=ERR_EXCLUSIVE)
     return FilterResult(True, len(used), planned=planned, result=result)
+
+
+# ---------------------------------------------------------------------------------- score
+
+
+def resource_score(strategy: str, requested: int, allocatable: int) -> int:
+    """``leastRequestedScore`` / ``mostRequestedScore`` (0..100, integer division)."""
+    if strategy == "MostAllocated":
+        return min(requested, allocatable) * MAX_NODE_SCORE // allocatable
+    if requested > allocatable:
+        return 0
+    return (allocatable - requested) * MAX_NODE_SCORE // allocatable
+
+
+class KoordinatorNumaScore(NumaScore):
+    """NodeNUMAResource's Score on one candidate (it reads the node: ``node_aware``)."""
+
+    relative = False
+    node_aware = True
+
+    def __init__(self, strategy: str = "LeastAllocated", weights: Mapping[str, int] | None = None) -> None:
+        if strategy not in ("LeastAllocated", "MostAllocated"):
+            raise InputError(f"unknown scoring strategy {strategy!r} (known: LeastAllocated, MostAllocated)",
+                             "scoringStrategy")
+        self.strategy = strategy
+        self.weights = dict(weights or {CPU: 1, MEMORY: 1})
+
+    def scores(self, counts: Sequence[int], max_numa: int) -> list[int]:
+        return [MAX_NODE_SCORE] * len(counts)  # without the node: the bound
+
+    def bound(self, fewest: int, max_numa: int) -> int:
+        return MAX_NODE_SCORE
+
+    def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
+        planned = _plan(node, pod)[1]
+        if planned is None:
+            return 0
+        req = effective_pod_requests(pod)
+        policy = node.policy_for(pod)[0].policy
+        used = pod_numa_nodes(node.machine, planned, pod.uid)
+        if policy is Policy.NONE or not used:
+            requested, _ = node.requested()
+            allocatable = {r: node.allocatable.get(r, 0) for r in self.weights}
+            before = {r: requested.get(r, 0) for r in self.weights}
+        else:
+            zones = numa_amounts(node)
+            scale = {CPU: 1000}
+            allocatable = {r: sum(zones[i].allocatable.get(r, 0) for i in used) * scale.get(r, 1)
+                           for r in self.weights}
+            before = {r: sum(zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0) for i in used)
+                      * scale.get(r, 1) for r in self.weights}
+        held = pod_usage(node.machine, planned, pod.uid)
+        if held is not None and any(c.cpus for c in held.containers):  # a cpuset: every bound CPU
+            before[CPU] = sum(z.allocatable.get(CPU, 0) - z.available.get(CPU, 0)
+                              for z in numa_amounts(node).values()) * 1000
+        total = weight_sum = 0
+        for r, w in self.weights.items():
+            if allocatable[r] == 0:
+                continue
+            total += resource_score(self.strategy, before[r] + req.get(r, 0), allocatable[r]) * w
+            weight_sum += w
+        return total // weight_sum if weight_sum else 0
 
 
 # ----------------------------------------------------------------------- joint allocation
@@ -194,10 +254,12 @@ __all__ = [
     "ERR_POLICY_NOT_MATCH",
     "NUMA_TOPOLOGY_SPEC",
     "JointAllocation",
+    "KoordinatorNumaScore",
     "PodNumaSpec",
     "joint_allocate",
     "koordinator_filter",
     "node_numa_policy",
     "numa_status",
     "pod_numa_spec",
+    "resource_score",
 ]

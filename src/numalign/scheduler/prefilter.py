@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from numalign.machine.model import Machine
+from numalign.modes import Mode
 from numalign.node.admission import Node
 from numalign.node.usage import fewest_nodes, numa_capacities, numa_demand, numa_free
 from numalign.pods import Pod
@@ -137,7 +138,7 @@ class NumaPrefilter:
         for key, members in self._group_idx.items():
             m = self._machines[key]
             node0 = self.nodes[int(members[0])]
-            if node0.dynamic:
+            if node0.dynamic or node0.mode is not Mode.KUBELET:  # the kubelet's rules only
                 continue
             policy, scope = node0.node_policy, node0.node_scope
             if policy not in (Policy.SINGLE_NUMA_NODE, Policy.RESTRICTED):

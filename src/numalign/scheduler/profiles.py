@@ -12,7 +12,9 @@
   only) and its numa-aware score (weight 10) on top of LeastAllocated.
 * ``koordinator`` - Koordinator NodeNUMAResource: the pod's ``numa-topology-spec`` policy must
   match the node's, the engine plans, and ``SingleNUMANodeExclusive: Required`` refuses mixing
-  single- and multi-NUMA pods on a NUMA node (:mod:`numalign.scheduler.koordinator`).
+  single- and multi-NUMA pods on a NUMA node; every node runs in the ``koordinator`` engine
+  mode (Koordinator's CPU bind policies and hints); scored by NodeNUMAResource's
+  LeastAllocated over the pod's NUMA nodes (:mod:`numalign.scheduler.koordinator`).
 * ``numalign`` - the node engine is the filter (exact); LeastAllocated + LeastNUMANodes,
   searched best-first so that only the nodes that can still win are checked.
 
@@ -29,10 +31,11 @@ from dataclasses import dataclass, replace
 
 from numalign import goparse
 from numalign.errors import InputError
+from numalign.modes import Mode
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter, volcano_filter
-from numalign.scheduler.koordinator import koordinator_filter
+from numalign.scheduler.koordinator import KoordinatorNumaScore, koordinator_filter
 from numalign.scheduler.scorers import (
     LeastNumaNodes,
     NodeScore,
@@ -58,6 +61,8 @@ class Profile:
     numa_weight: int = 1
     #: the scheduler already knows the node's decision (exact filter): binding never fails
     exact: bool = False
+    #: the engine mode every node runs in under this profile (None: each node's own)
+    mode: Mode | None = None
 
 
 PROFILES: dict[str, Profile] = {
@@ -69,7 +74,9 @@ PROFILES: dict[str, Profile] = {
     ),
     "nrt-snn-balanced": Profile("nrt-snn-balanced", nrt_snn_filter, numa_score=NrtZoneScore("BalancedAllocation")),
     "volcano": Profile("volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10),
-    "koordinator": Profile("koordinator", koordinator_filter, exact=True),
+    "koordinator": Profile(
+        "koordinator", koordinator_filter, numa_score=KoordinatorNumaScore(), exact=True, mode=Mode.KOORDINATOR
+    ),
     "numalign": Profile("numalign", exact_filter, numa_score=LeastNumaNodes(), exact=True),
 }
 

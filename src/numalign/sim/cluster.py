@@ -13,6 +13,10 @@ A template is a YAML (or JSON) document::
         kubelet:                       # optional: overrides keys of the machine's kubelet
           topologyManagerPolicy: restricted
           topologyManagerScope: pod
+        labels:                        # optional: node labels, over the machine spec's own
+          numalign.io/engine-mode: koordinator
+          node.koordinator.sh/numa-topology-policy: SingleNUMANode
+          node.koordinator.sh/cpu-bind-policy: SpreadByPCPUs
 
 Machine specs are read with :func:`numalign.machine.spec.load_machine` (see that module for
 the forms). ``kubelet`` in a node entry is merged key by key over the machine spec's own
@@ -42,7 +46,7 @@ from numalign.yamlfiles import read_yaml
 NodeList = list[tuple[str, Machine]]
 
 _TOP_KEYS = ("nodes", "name", "description")
-_ENTRY_KEYS = ("machine", "count", "namePrefix", "kubelet")
+_ENTRY_KEYS = ("machine", "count", "namePrefix", "kubelet", "labels")
 _MAX_NODES = 100_000
 
 
@@ -129,6 +133,12 @@ def load_cluster(
             if not isinstance(kubelet, Mapping):
                 raise err(f"expected a mapping, got {type(kubelet).__name__}", f"{at}.kubelet")
             doc = _merge_kubelet(doc, kubelet)
+        labels = entry.get("labels")
+        if labels is not None:
+            if not isinstance(labels, Mapping):
+                raise err(f"expected a mapping, got {type(labels).__name__}", f"{at}.labels")
+            base_labels = doc.get("labels")
+            doc["labels"] = {**(base_labels if isinstance(base_labels, Mapping) else {}), **labels}
         machine = load_machine(doc, msource)
         name_prefix = prefix or machine.name
         width = len(str(count - 1))

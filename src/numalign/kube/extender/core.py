@@ -348,7 +348,11 @@ class ExtenderCore:
             scores = [0] * len(names)
             numa = self.profile.numa_score
             if numa is not None and passing:
-                numa_scores = numa.scores([count for _, count in passing], self.max_numa)
+                if numa.node_aware:  # the score reads the node (Koordinator's, the NRT zone scores)
+                    numa_scores = [numa.score_on(self.nodes[names[k]].node, pod, count, self.max_numa)
+                                   for k, count in passing]
+                else:
+                    numa_scores = numa.scores([count for _, count in passing], self.max_numa)
                 for (k, _), s in zip(passing, numa_scores, strict=True):
                     scores[k] = max(0, min(MAX_EXTENDER_PRIORITY, s * MAX_EXTENDER_PRIORITY // 100))
             return list(zip(names, scores, strict=True))

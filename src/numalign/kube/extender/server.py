@@ -509,6 +509,7 @@ def serve(
     health_host: str = "0.0.0.0",
     health_port: int | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    profile: str = "numalign",
 ) -> int:
     """``numalign extender serve``: run until interrupted. Every bad flag or configuration is
     an :class:`InputError` (one line, exit 2) before anything starts."""
@@ -537,7 +538,13 @@ def serve(
         binder = api_binder(api)
     else:
         raise InputError("give --nrt-dir DIR or --kubeconfig FILE (or --in-cluster)")
-    core = ExtenderCore(assume_ttl=assume_ttl, binder=binder)
+    from numalign.scheduler import get_profile
+
+    try:
+        chosen = get_profile(profile)
+    except InputError as e:
+        raise InputError(e.problem, "--profile") from None
+    core = ExtenderCore(chosen, assume_ttl=assume_ttl, binder=binder)
     server = _listen(host, port, "--port", lambda addr: ExtenderServer(
         addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
         max_connections=max_connections))
