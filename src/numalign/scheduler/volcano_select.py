@@ -256,7 +256,8 @@ def _ranked_blocks(idx: npt.NDArray[Any], scores: npt.NDArray[Any], head: int) -
     top = np.flatnonzero(scores >= kth)
     yield top[np.lexsort((idx[top], -scores[top]))]
     rest = np.flatnonzero(scores < kth)
-    yield rest[np.lexsort((idx[rest], -scores[rest]))]
+    if rest.size:
+        yield rest[np.lexsort((idx[rest], -scores[rest]))]
 
 
 __all__ = ["Pick", "SchedulerView", "VolcanoSelect"]
