@@ -109,35 +109,35 @@ class NodeKey:
         return self.counts if self.counts >= 0 and counts_suffice(shape) else self.exact
 
 
+#: :attr:`AnswerTable.verdict` values
+UNKNOWN, FAILED, PASSED = -1, 0, 1
+
+
 class AnswerTable(Generic[A]):
-    """The answers for one Volcano shape, by node key; ``passed``/``numa_count`` also as
-    arrays (``known`` 1 where an answer is stored) for vectorised lookups."""
+    """The answers for one Volcano shape, by node key; also as arrays for vectorised
+    lookups: ``verdict`` (:data:`UNKNOWN` / :data:`FAILED` / :data:`PASSED`) and
+    ``numa_count``."""
 
     def __init__(self) -> None:
         self.answers: dict[int, A] = {}
-        self.known: npt.NDArray[np.bool_] = np.zeros(64, dtype=np.bool_)
-        self.passed: npt.NDArray[np.bool_] = np.zeros(64, dtype=np.bool_)
+        self.verdict: npt.NDArray[np.int8] = np.full(64, UNKNOWN, dtype=np.int8)
         self.numa_count: npt.NDArray[np.int64] = np.zeros(64, dtype=np.int64)
 
+    def ensure(self, size: int) -> None:
+        """Make the arrays at least ``size`` long (new keys unknown)."""
+        if size > self.verdict.size:
+            size = max(size, 2 * self.verdict.size)
+            verdict = np.full(size, UNKNOWN, dtype=np.int8)
+            verdict[: self.verdict.size] = self.verdict
+            count = np.zeros(size, dtype=np.int64)
+            count[: self.numa_count.size] = self.numa_count
+            self.verdict, self.numa_count = verdict, count
+
     def put(self, key: int, answer: A) -> None:
-        if key >= self.known.size:
-            size = max(key + 1, 2 * self.known.size)
-            self.known = _grown(self.known, size)
-            self.passed = _grown(self.passed, size)
-            self.numa_count = _grown(self.numa_count, size)
+        self.ensure(key + 1)
         self.answers[key] = answer
-        self.known[key] = True
-        self.passed[key] = answer.passed
+        self.verdict[key] = PASSED if answer.passed else FAILED
         self.numa_count[key] = answer.numa_count
-
-
-G = TypeVar("G", bound=np.generic)
-
-
-def _grown(a: npt.NDArray[G], size: int) -> npt.NDArray[G]:
-    out = np.zeros(size, dtype=a.dtype)
-    out[: a.size] = a
-    return out
 
 
 class VolcanoMemo(Generic[A]):
@@ -201,6 +201,11 @@ class VolcanoMemo(Generic[A]):
         self._node_keys[node] = got
         return got
 
+    @property
+    def key_count(self) -> int:
+        """How many node keys are interned (keys are ``0 .. key_count - 1``)."""
+        return len(self._keys)
+
     def bound_memory(self) -> None:
         """Start over once :data:`MAX_KEYS` node keys are interned (call between lookups:
         node keys handed out before are void afterwards, see :attr:`generation`)."""
@@ -249,5 +254,5 @@ class VolcanoMemo(Generic[A]):
         self._pod = None
 
 
-__all__ = ["MAX_KEYS", "Answer", "AnswerTable", "NodeKey", "VolcanoMemo", "VolcanoShape",
+__all__ = ["FAILED", "MAX_KEYS", "PASSED", "UNKNOWN", "Answer", "AnswerTable", "NodeKey", "VolcanoMemo", "VolcanoShape",
            "counts_suffice", "volcano_shape"]
