@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from itertools import combinations
+from typing import Literal
 
 from numalign.machine.model import Machine
 
@@ -75,6 +76,13 @@ def _group(
         out.setdefault(key(info), set()).add(cpu)
     return {k: frozenset(v) for k, v in out.items()}
 
+
+#: the levels of the CPU hierarchy the accumulator counts free CPUs at
+Level = Literal["core", "socket", "numa", "uncore"]
+CORE: Level = "core"
+SOCKET: Level = "socket"
+NUMA: Level = "numa"
+UNCORE: Level = "uncore"
 
 _TOPOLOGY_CACHE_SIZE = 4096
 _TOPOLOGY_CACHE: dict[int, tuple[Machine, CpuTopology]] = {}
@@ -135,6 +143,29 @@ class CpuTopology:
     @property
     def cpus_per_uncore(self) -> int:
         return self.num_cpus // self.num_uncore if self.num_uncore else 0
+
+    def groups(self, level: Level) -> Mapping[int, frozenset[int]]:
+        """The CPUs of each element (core, socket, NUMA node, uncore cache) of ``level``."""
+        return self._groups[level]
+
+    def element_of(self, level: Level) -> Mapping[int, int]:
+        """CPU -> the id of its element at ``level``."""
+        return self._element_of[level]
+
+    @cached_property
+    def _groups(self) -> dict[Level, Mapping[int, frozenset[int]]]:
+        return {CORE: self.cpus_in_core, SOCKET: self.cpus_in_socket, NUMA: self.cpus_in_numa,
+                UNCORE: self.cpus_in_uncore}
+
+    @cached_property
+    def _element_of(self) -> dict[Level, dict[int, int]]:
+        d = self.details
+        return {
+            CORE: {c: i.core for c, i in d.items()},
+            SOCKET: {c: i.socket for c, i in d.items()},
+            NUMA: {c: i.numa for c, i in d.items()},
+            UNCORE: {c: i.uncore for c, i in d.items()},
+        }
 
     @cached_property
     def numa_ids(self) -> tuple[int, ...]:
@@ -231,61 +262,74 @@ class _Accumulator:
         return self.need > len(self.free)
 
     # -- free counts ----------------------------------------------------------------------
-    def _count(self, key: Callable[[CpuInfo], int]) -> Counter[int]:
-        d = self.topo.details
-        return Counter(key(d[c]) for c in self.free)
+    def _count(self, level: Level) -> dict[int, int]:
+        """Free CPUs per element of ``level`` (elements with none are left out, as the
+        kubelet's map of counts has no entry for them)."""
+        groups = self.topo.groups(level)
+        free = self.free
+        out: dict[int, int] = {}
+        if 4 * len(groups) <= len(free):
+            for k, cpus in groups.items():
+                n = len(free & cpus)
+                if n:
+                    out[k] = n
+            return out
+        of = self.topo.element_of(level)
+        get = out.get
+        for c in free:
+            k = of[c]
+            out[k] = get(k, 0) + 1
+        return out
 
-    def _members(
-        self, key: Callable[[CpuInfo], int], within: Callable[[CpuInfo], int], outer: int
-    ) -> set[int]:
-        """Ids (by ``key``) of free CPUs whose ``within`` id is ``outer``."""
-        d = self.topo.details
-        return {key(d[c]) for c in self.free if within(d[c]) == outer}
+    def _members(self, level: Level, within: Level, outer: int) -> set[int]:
+        """Ids (at ``level``) of free CPUs whose ``within`` element is ``outer``."""
+        inside = self.free & self.topo.groups(within).get(outer, frozenset())
+        return set(map(self.topo.element_of(level).__getitem__, inside))
 
     # -- orders (numaOrSocketsFirst) ------------------------------------------------------
     def sort_numas(self) -> list[int]:
-        free_numa = self._count(lambda i: i.numa)
+        free_numa = self._count(NUMA)
         if self.numa_first:
             return _sorted_by_free(free_numa, free_numa)
         out: list[int] = []
         for socket in self.sort_sockets():
             out += _sorted_by_free(
-                self._members(lambda i: i.numa, lambda i: i.socket, socket), free_numa
+                self._members(NUMA, SOCKET, socket), free_numa
             )
         return out
 
     def sort_sockets(self) -> list[int]:
-        free_socket = self._count(lambda i: i.socket)
+        free_socket = self._count(SOCKET)
         if not self.numa_first:
             return _sorted_by_free(free_socket, free_socket)
         out: list[int] = []
         for numa in self.sort_numas():
             out += _sorted_by_free(
-                self._members(lambda i: i.socket, lambda i: i.numa, numa), free_socket
+                self._members(SOCKET, NUMA, numa), free_socket
             )
         return out
 
     def sort_cores(self) -> list[int]:
-        free_core = self._count(lambda i: i.core)
+        free_core = self._count(CORE)
         out: list[int] = []
         if self.numa_first:
             for socket in self.sort_sockets():
                 out += _sorted_by_free(
-                    self._members(lambda i: i.core, lambda i: i.socket, socket), free_core
+                    self._members(CORE, SOCKET, socket), free_core
                 )
         else:
             for numa in self.sort_numas():
                 out += _sorted_by_free(
-                    self._members(lambda i: i.core, lambda i: i.numa, numa), free_core
+                    self._members(CORE, NUMA, numa), free_core
                 )
         return out
 
     def sort_uncores(self) -> list[int]:
-        free_uncore = self._count(lambda i: i.uncore)
+        free_uncore = self._count(UNCORE)
         out: list[int] = []
         for numa in self.sort_numas():
             out += _sorted_by_free(
-                self._members(lambda i: i.uncore, lambda i: i.numa, numa), free_uncore
+                self._members(UNCORE, NUMA, numa), free_uncore
             )
         return out
 

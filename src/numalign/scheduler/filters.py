@@ -6,7 +6,9 @@ node passes and how many NUMA nodes the pod would use there (for NUMA-aware scor
   single-numa-node nodes are checked, against per-NUMA *available* amounts, container by
   container (container scope) or for the pod's effective request (pod scope).
 * :func:`volcano_filter` - Volcano ``numa-aware``: Guaranteed pods only, the pod's policy must
-  equal the node's, only app containers, CPU hints only, the pre-1.21 merge rule.
+  equal the node's, only app containers, CPU hints only, the pre-1.21 merge rule. The
+  admission is answered from a memo (:mod:`numalign.scheduler.volcano_fast`);
+  :func:`volcano_filter_reference` runs it every time and is what the memo must agree with.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from numalign.policies import Policy, Scope, TopologyPolicy
 from numalign.quantity import CPU, is_memory_resource
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.cpu import CpuManager
+from numalign.scheduler.volcano_fast import VolcanoMemo
 from numalign.scopes import admit
 
 
@@ -108,28 +111,35 @@ def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
 # --------------------------------------------------------------------------- Volcano
 
 
-def volcano_filter(node: Node, pod: Pod) -> FilterResult:
+def volcano_policy_check(node: Node, pod: Pod) -> FilterResult | None:
+    """The predicate's checks before its admission: an answer, or None to admit."""
     if pod.qos is not QOSClass.GUARANTEED:
-        return FilterResult(True)
+        return _PASS
     # numaaware.go reads only the task's volcano.sh/numa-topology-policy (the Job controller
     # copies tasks[].topologyPolicy there) and compares it with the node's policy string
     raw = pod.annotations.get(VOLCANO_ANNOTATION, "")
-    if raw not in {p.value for p in Policy} and raw != "":
+    if raw not in _POLICY_NAMES and raw != "":
         return FilterResult(False, reason=f"unknown task topology policy {raw!r}")
     task_policy = Policy(raw) if raw else Policy.NONE
     node_policy = node.node_policy
     cpu_static = node.machine.kubelet.cpu_manager_policy == CPU_STATIC
     if task_policy is Policy.NONE:
         if not cpu_static or node_policy is Policy.NONE:
-            return FilterResult(True)
+            return _PASS
     else:
         if not cpu_static:
-            return FilterResult(False, reason="cpu manager policy is not static")
+            return _NOT_STATIC
         if task_policy is not node_policy:
-            return FilterResult(False, reason="task policy does not match the node's")
+            return _NOT_MATCHING
+    return None
+
+
+def volcano_admission(node: Node, pod: Pod) -> FilterResult:
+    """Volcano's admission: app containers only, the CPU manager only, container scope, the
+    node's policy with the pre-1.21 merge rule, on a copy of the node's CPU state."""
     m = node.machine
     distances = m.distances if m.has_distances else None
-    policy = TopologyPolicy(node_policy, m.node_ids, node.options, distances, legacy_merge=True)
+    policy = TopologyPolicy(node.node_policy, m.node_ids, node.options, distances, legacy_merge=True)
     app_only = replace(pod, containers=pod.app_containers)
     cpu_state = node.state.cpu.copy()
     cpu = CpuManager(m, cpu_state, reserved=node.reserved_cpus)
@@ -141,4 +151,41 @@ def volcano_filter(node: Node, pod: Pod) -> FilterResult:
     return FilterResult(True, len(cpus_numa_nodes(m, cpus)))
 
 
-__all__ = ["FilterResult", "exact_filter", "nrt_snn_filter", "volcano_filter"]
+def volcano_filter_reference(node: Node, pod: Pod) -> FilterResult:
+    """Volcano's predicate the slow way: a full CPU-only admission on every call. The
+    fast :func:`volcano_filter` decides exactly like it (tests/test_volcano_speed.py)."""
+    early = volcano_policy_check(node, pod)
+    if early is not None:
+        return early
+    return volcano_admission(node, pod)
+
+
+_PASS = FilterResult(True)
+_NOT_STATIC = FilterResult(False, reason="cpu manager policy is not static")
+_NOT_MATCHING = FilterResult(False, reason="task policy does not match the node's")
+_POLICY_NAMES = frozenset(p.value for p in Policy)
+#: the Volcano predicate's memo (shared by :func:`volcano_filter` and the scheduler's batch walk)
+VOLCANO_MEMO: VolcanoMemo[FilterResult] = VolcanoMemo()
+
+
+def volcano_filter(node: Node, pod: Pod) -> FilterResult:
+    """Volcano ``numa-aware``'s predicate: the policy checks, then the admission's answer
+    from a memo keyed by the node's configuration, the pod's Volcano shape and the node's
+    available CPUs (:mod:`numalign.scheduler.volcano_fast`) - the same answer as
+    :func:`volcano_filter_reference`, computed once per distinct key."""
+    early = volcano_policy_check(node, pod)
+    if early is not None:
+        return early
+    return VOLCANO_MEMO.answer(node, pod, lambda: volcano_admission(node, pod))
+
+
+__all__ = [
+    "VOLCANO_MEMO",
+    "FilterResult",
+    "exact_filter",
+    "nrt_snn_filter",
+    "volcano_admission",
+    "volcano_filter",
+    "volcano_filter_reference",
+    "volcano_policy_check",
+]

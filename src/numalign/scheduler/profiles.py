@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from numalign import goparse
 from numalign.errors import InputError
@@ -45,8 +46,14 @@ from numalign.scheduler.scorers import (
     VolcanoNumaAware,
     least_allocated,
 )
+from numalign.scheduler.volcano_select import Pick, SchedulerView, VolcanoSelect
 
 Filter = Callable[[Node, Pod], FilterResult]
+#: a relative profile's own node choice: ``(scheduler, pod, candidate node indices, their
+#: node scores) -> ((node index, NUMA count, total score) or None, why not, filter
+#: evaluations)`` - the same choice as the scheduler's relative walk over
+#: :attr:`Profile.filter`, computed its own way
+RelativeSelect = Callable[[SchedulerView, Pod, Any, Any], tuple[Pick | None, str | None, int]]
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,8 @@ class Profile:
     exact: bool = False
     #: the engine mode every node runs in under this profile (None: each node's own)
     mode: Mode | None = None
+    #: with a relative NUMA score: picks the node instead of the scheduler's walk (same choice)
+    relative_select: RelativeSelect | None = None
 
 
 PROFILES: dict[str, Profile] = {
@@ -73,7 +82,9 @@ PROFILES: dict[str, Profile] = {
         "nrt-snn-most-allocated", nrt_snn_filter, numa_score=NrtZoneScore("MostAllocated")
     ),
     "nrt-snn-balanced": Profile("nrt-snn-balanced", nrt_snn_filter, numa_score=NrtZoneScore("BalancedAllocation")),
-    "volcano": Profile("volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10),
+    "volcano": Profile(
+        "volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10, relative_select=VolcanoSelect()
+    ),
     "koordinator": Profile(
         "koordinator", koordinator_filter, numa_score=KoordinatorNumaScore(), exact=True, mode=Mode.KOORDINATOR
     ),

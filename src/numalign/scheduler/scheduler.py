@@ -135,6 +135,10 @@ class Scheduler:
         shape = pod_shape(pod)
         numa = p.numa_score
         if numa is not None and numa.relative:
+            if p.relative_select is not None:  # the profile's own (same) choice, e.g. vectorised
+                pick, why, checks = p.relative_select(self, pod, idx, scores)
+                at = None if pick is None else Placement(pick[0], c.nodes[pick[0]].name, pick[1], pick[2])
+                return at, why, checks
             return self._select_relative(pod, shape, idx, scores, order)
         return self._select_best_first(pod, shape, idx, scores, order)
 

@@ -95,6 +95,15 @@ def volcano_numa_aware(counts: Sequence[int], weight: int = 1) -> list[int]:
     return [(100 - (100 * c) // top) * weight for c in counts]
 
 
+def volcano_numa_aware_array(counts: I64) -> I64:
+    """:func:`volcano_numa_aware` with weight 1 over an array of counts (same integers)."""
+    top = int(counts.max()) if counts.size else 0
+    if top == 0:
+        return np.full(counts.size, 100, dtype=np.int64)
+    out: I64 = 100 - (100 * counts) // top
+    return out
+
+
 def least_numa_nodes(count: int, max_numa_nodes: int, optimal_distance: bool = False) -> int:
     """scheduler-plugins LeastNUMANodes: 100 - count x (100 // max) (+ half a step if the
     chosen NUMA set has the minimal average distance). A pod bound to no NUMA node scores 100."""
@@ -269,4 +278,5 @@ __all__ = [
     "most_allocated",
     "nrt_zones",
     "volcano_numa_aware",
+    "volcano_numa_aware_array",
 ]
