@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
+from numalign.node.plan_cache import PlanCache
 from numalign.pods import Pod, effective_pod_requests
 from numalign.quantity import CPU, MEMORY, hugepage_resource_name, is_hugepages_resource
 
@@ -67,6 +68,10 @@ class Cluster:
 
     def __init__(self, nodes: Iterable[tuple[str, Machine]]) -> None:
         self.nodes: list[ClusterNode] = [ClusterNode(name, Node(m)) for name, m in nodes]
+        #: admissions replayed between nodes in the same situation (exact: see plan_cache)
+        self.plan_cache = PlanCache()
+        for n in self.nodes:
+            n.node.plan_cache = self.plan_cache
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         alloc = [node_allocatable(n.machine) for n in self.nodes]
         self.resources: list[str] = sorted({r for a in alloc for r in a} | {CPU, MEMORY})
