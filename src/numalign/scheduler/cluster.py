@@ -130,6 +130,15 @@ class Cluster:
         ok: npt.NDArray[np.bool_] = np.all(free[:, need] >= vec[need], axis=1)
         return ok
 
+    def fits_range(self, vec: npt.NDArray[np.int64], a: int, b: int) -> npt.NDArray[np.bool_]:
+        """:meth:`fits` for the nodes ``a .. b-1`` only."""
+        free = self.free
+        ok: npt.NDArray[np.bool_] | None = None
+        for col in np.flatnonzero(vec):
+            here = free[a:b, col] >= vec[col]
+            ok = here if ok is None else ok & here
+        return np.ones(b - a, dtype=np.bool_) if ok is None else ok
+
     def bind(self, i: int, pod: Pod, vec: npt.NDArray[np.int64]) -> None:
         self.nodes[i].pods[pod.uid] = pod
         self.requested[i] += vec
