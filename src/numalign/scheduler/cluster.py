@@ -12,6 +12,7 @@ version, pod shape), so a node that refused a pod shape is not asked again until
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -50,6 +51,21 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
         if d.healthy:
             out[d.resource] = out.get(d.resource, 0) + 1
     return out
+
+
+#: clusters from this many nodes keep the garbage collector off their node states
+FREEZE_FROM_NODES = 1000
+#: binds between two :func:`_freeze_long_lived` calls
+FREEZE_EVERY_BINDS = 1000
+
+
+def _freeze_long_lived() -> None:
+    """Collect cyclic garbage once, then move every live object out of the cyclic garbage
+    collector's sight (``gc.freeze``). The node engines' states live long and are many: at
+    5,000 nodes the collector walking them over and over took a third of the scheduling
+    time. Frozen objects are still freed by reference counting (states hold no cycles)."""
+    gc.collect()
+    gc.freeze()
 
 
 @dataclass
@@ -96,6 +112,10 @@ class Cluster:
         #: the columns node-level scores look at (kube-scheduler's default: cpu and memory)
         self.score_cols: tuple[int, int] = (self.col[CPU], self.col[MEMORY])
         self._percent: dict[int, npt.NDArray[np.float64]] = {}
+        self._freeze = len(self.nodes) >= FREEZE_FROM_NODES
+        self._binds_since_freeze = 0
+        if self._freeze:
+            _freeze_long_lived()
 
     def percent_of_allocatable(self, col: int) -> npt.NDArray[np.float64]:
         """Per node, 100 / allocatable of resource column ``col`` (0 where none is
@@ -140,6 +160,10 @@ class Cluster:
         return np.ones(b - a, dtype=np.bool_) if ok is None else ok
 
     def bind(self, i: int, pod: Pod, vec: npt.NDArray[np.int64]) -> None:
+        self._binds_since_freeze += 1
+        if self._freeze and self._binds_since_freeze >= FREEZE_EVERY_BINDS:
+            self._binds_since_freeze = 0
+            _freeze_long_lived()
         self.nodes[i].pods[pod.uid] = pod
         self.requested[i] += vec
         self.free[i] -= vec
