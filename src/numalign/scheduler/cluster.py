@@ -56,15 +56,18 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
 #: clusters from this many nodes keep the garbage collector off their node states
 FREEZE_FROM_NODES = 1000
 #: binds between two :func:`_freeze_long_lived` calls
-FREEZE_EVERY_BINDS = 1000
+FREEZE_EVERY_BINDS = 256
 
 
-def _freeze_long_lived() -> None:
-    """Collect cyclic garbage once, then move every live object out of the cyclic garbage
-    collector's sight (``gc.freeze``). The node engines' states live long and are many: at
-    5,000 nodes the collector walking them over and over took a third of the scheduling
-    time. Frozen objects are still freed by reference counting (states hold no cycles)."""
-    gc.collect()
+def _freeze_long_lived(collect: bool) -> None:
+    """Move every live object out of the cyclic garbage collector's sight (``gc.freeze``),
+    after one collection when ``collect``. The node engines' states are many and live long:
+    at 5,000 nodes the collector walking them again and again took a third of the scheduling
+    time, and one full collection stalls a pod for ~100 ms. Frozen objects are still freed by
+    reference counting (states hold no cycles); the few cycles made between two freezes
+    (tens of objects per thousand binds) are not collected."""
+    if collect:
+        gc.collect()
     gc.freeze()
 
 
@@ -115,7 +118,7 @@ class Cluster:
         self._freeze = len(self.nodes) >= FREEZE_FROM_NODES
         self._binds_since_freeze = 0
         if self._freeze:
-            _freeze_long_lived()
+            _freeze_long_lived(collect=True)
 
     def percent_of_allocatable(self, col: int) -> npt.NDArray[np.float64]:
         """Per node, 100 / allocatable of resource column ``col`` (0 where none is
@@ -163,7 +166,7 @@ class Cluster:
         self._binds_since_freeze += 1
         if self._freeze and self._binds_since_freeze >= FREEZE_EVERY_BINDS:
             self._binds_since_freeze = 0
-            _freeze_long_lived()
+            _freeze_long_lived(collect=False)
         self.nodes[i].pods[pod.uid] = pod
         self.requested[i] += vec
         self.free[i] -= vec
