@@ -95,6 +95,11 @@ class CpuTopology:
         self.cpus_in_socket = _group(self.details, lambda i: i.socket)
         self.cpus_in_numa = _group(self.details, lambda i: i.numa)
         self.cpus_in_uncore = _group(self.details, lambda i: i.uncore)
+        #: unit kind ("core", "socket", "numa", "uncore") -> CPU -> unit id (hot lookups)
+        self.unit_of: dict[str, dict[int, int]] = {
+            kind: {c: getattr(i, kind) for c, i in self.details.items()}
+            for kind in ("core", "socket", "numa", "uncore")
+        }
         self.num_cpus = len(self.details)
         self.num_cores = len(self.cpus_in_core)
         self.num_sockets = len(self.cpus_in_socket) if num_sockets is None else num_sockets
@@ -231,61 +236,60 @@ class _Accumulator:
         return self.need > len(self.free)
 
     # -- free counts ----------------------------------------------------------------------
-    def _count(self, key: Callable[[CpuInfo], int]) -> Counter[int]:
-        d = self.topo.details
-        return Counter(key(d[c]) for c in self.free)
+    def _count(self, kind: str) -> Counter[int]:
+        """Free CPUs per unit of ``kind`` ("core", "socket", "numa", "uncore")."""
+        return Counter(map(self.topo.unit_of[kind].__getitem__, self.free))
 
-    def _members(
-        self, key: Callable[[CpuInfo], int], within: Callable[[CpuInfo], int], outer: int
-    ) -> set[int]:
-        """Ids (by ``key``) of free CPUs whose ``within`` id is ``outer``."""
-        d = self.topo.details
-        return {key(d[c]) for c in self.free if within(d[c]) == outer}
+    def _members(self, kind: str, within: str, outer: int) -> set[int]:
+        """Ids of the ``kind`` units of the free CPUs in the ``within`` unit ``outer``."""
+        groups = {"socket": self.topo.cpus_in_socket, "numa": self.topo.cpus_in_numa}[within]
+        unit = self.topo.unit_of[kind]
+        return {unit[c] for c in self.free & groups.get(outer, frozenset())}
 
     # -- orders (numaOrSocketsFirst) ------------------------------------------------------
     def sort_numas(self) -> list[int]:
-        free_numa = self._count(lambda i: i.numa)
+        free_numa = self._count("numa")
         if self.numa_first:
             return _sorted_by_free(free_numa, free_numa)
         out: list[int] = []
         for socket in self.sort_sockets():
             out += _sorted_by_free(
-                self._members(lambda i: i.numa, lambda i: i.socket, socket), free_numa
+                self._members("numa", "socket", socket), free_numa
             )
         return out
 
     def sort_sockets(self) -> list[int]:
-        free_socket = self._count(lambda i: i.socket)
+        free_socket = self._count("socket")
         if not self.numa_first:
             return _sorted_by_free(free_socket, free_socket)
         out: list[int] = []
         for numa in self.sort_numas():
             out += _sorted_by_free(
-                self._members(lambda i: i.socket, lambda i: i.numa, numa), free_socket
+                self._members("socket", "numa", numa), free_socket
             )
         return out
 
     def sort_cores(self) -> list[int]:
-        free_core = self._count(lambda i: i.core)
+        free_core = self._count("core")
         out: list[int] = []
         if self.numa_first:
             for socket in self.sort_sockets():
                 out += _sorted_by_free(
-                    self._members(lambda i: i.core, lambda i: i.socket, socket), free_core
+                    self._members("core", "socket", socket), free_core
                 )
         else:
             for numa in self.sort_numas():
                 out += _sorted_by_free(
-                    self._members(lambda i: i.core, lambda i: i.numa, numa), free_core
+                    self._members("core", "numa", numa), free_core
                 )
         return out
 
     def sort_uncores(self) -> list[int]:
-        free_uncore = self._count(lambda i: i.uncore)
+        free_uncore = self._count("uncore")
         out: list[int] = []
         for numa in self.sort_numas():
             out += _sorted_by_free(
-                self._members(lambda i: i.uncore, lambda i: i.numa, numa), free_uncore
+                self._members("uncore", "numa", numa), free_uncore
             )
         return out
 

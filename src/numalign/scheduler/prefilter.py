@@ -21,6 +21,7 @@ engine's decision stays exact; this only saves asking it where the answer is kno
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
 import numpy.typing as npt
@@ -72,16 +73,17 @@ class NumaPrefilter:
 
     def refresh(self, i: int) -> None:
         """Recompute node ``i``'s free amounts from its engine state."""
-        node = self.nodes[i]
-        row = np.zeros((self.slots, len(self.resources)), dtype=np.int64)
-        for s, per in enumerate(numa_free(node).values()):
+        slots = self.slots
+        cols = [[0] * slots for _ in self.resources]  # per resource, per NUMA slot
+        get = self.col.get
+        for s, per in enumerate(numa_free(self.nodes[i]).values()):
             for res, amount in per.items():
-                col = self.col.get(res)
+                col = get(res)
                 if col is not None:
-                    row[s, col] = amount
-        self.free[i] = row
-        ordered = -np.sort(-row, axis=0)  # per resource, largest first
-        self.topk[:, :, i] = np.cumsum(ordered, axis=0).T
+                    cols[col][s] = amount
+        self.free[i] = np.array(cols, dtype=np.int64).T
+        # top-k sums per resource: the k largest free amounts, k = 1..slots
+        self.topk[:, :, i] = [list(accumulate(sorted(v, reverse=True))) for v in cols]
 
     # ----------------------------------------------------------------- demands
 
