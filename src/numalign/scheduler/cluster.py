@@ -53,8 +53,8 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
     return out
 
 
-#: clusters from this many nodes keep the garbage collector off their node states
-FREEZE_FROM_NODES = 1000
+#: clusters from this many NUMA nodes in all keep the garbage collector off their node states
+FREEZE_FROM_NUMA_NODES = 8000
 #: binds between two :func:`_freeze_long_lived` calls
 FREEZE_EVERY_BINDS = 256
 
@@ -115,7 +115,7 @@ class Cluster:
         #: the columns node-level scores look at (kube-scheduler's default: cpu and memory)
         self.score_cols: tuple[int, int] = (self.col[CPU], self.col[MEMORY])
         self._percent: dict[int, npt.NDArray[np.float64]] = {}
-        self._freeze = len(self.nodes) >= FREEZE_FROM_NODES
+        self._freeze = sum(len(n.machine.numa_nodes) for n in self.nodes) >= FREEZE_FROM_NUMA_NODES
         self._binds_since_freeze = 0
         if self._freeze:
             _freeze_long_lived(collect=True)
