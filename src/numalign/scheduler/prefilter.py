@@ -136,6 +136,35 @@ class NumaPrefilter:
                 best = max(best, self._min_k(node, res, amount)[0])
         return best
 
+    def min_numa_nodes_now(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Per candidate node, a lower bound of the NUMA nodes the pod's NUMA-bound resources
+        will span there *now*: each resource takes at least as many NUMA nodes as its largest
+        free amounts need to add up to its demand (and at least :meth:`min_numa_nodes`). Valid
+        for either scope: the pod's NUMA nodes hold every container's resources, and the
+        free amounts are generous."""
+        out = np.zeros(candidates.size, dtype=np.int64)
+        if candidates.size == 0:
+            return out
+        groups = self._group_of[candidates] if len(self._group_list) > 1 else None
+        for g, (key, members) in enumerate(self._group_list):
+            sel = np.flatnonzero(groups == g) if groups is not None else np.arange(candidates.size)
+            if sel.size == 0:
+                continue
+            node0 = self.nodes[int(members[0])]
+            m = self._machines[key]
+            k = np.full(sel.size, self.min_numa_nodes(node0, pod), dtype=np.int64)
+            if not node0.dynamic:
+                nodes = candidates[sel]
+                for demand in self._demands(m, pod, node0.node_scope):
+                    for res, amount in demand.items():
+                        col = self.col.get(res)
+                        if col is None or amount <= 0:
+                            continue
+                        need = (self.topk[col][:, nodes] < amount).sum(axis=0) + 1
+                        np.maximum(k, np.minimum(need, len(m.numa_nodes)), out=k)
+            out[sel] = k
+        return out
+
     def _conditions(self, pod: Pod) -> list[tuple[int, list[tuple[int, int, int]] | None]]:
         """Per machine group (its index in :attr:`_group_list`), the checks a node of it must
         pass: ``(resource column, k, amount)`` = the ``k`` largest free amounts of the resource

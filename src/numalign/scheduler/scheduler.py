@@ -247,6 +247,13 @@ class Scheduler:
         reason = "no node passed the NUMA filter"
         bound = self._numa_bounds(pod, shape) if numa is not None else None
         bound_max = float(bound[idx].max()) if bound is not None else 0.0
+        # per candidate: the best weighted NUMA score it can still get, from its free amounts
+        # now (the exact profile's prefilter is refreshed on every bind)
+        tight = None
+        if bound is not None and numa is not None and self.prefilter is not None:
+            fewest = self.prefilter.min_numa_nodes_now(pod, idx)
+            by_k = {int(k): w * numa.bound(int(k), c.max_numa) for k in np.unique(fewest)}
+            tight = np.minimum(bound[idx], np.array([by_k[int(k)] for k in fewest], dtype=np.float64))
         best_placement: Placement | None = None
         for j in order:
             s = float(scores[j])
@@ -254,6 +261,8 @@ class Scheduler:
             if best_placement is not None and s + bound_max <= best_placement.score:
                 break
             i = int(idx[j])
+            if best_placement is not None and tight is not None and s + tight[j] <= best_placement.score:
+                continue
             if best_placement is not None and bound is not None and s + bound[i] <= best_placement.score:
                 continue
             res, miss = self._filter(i, pod, shape)
