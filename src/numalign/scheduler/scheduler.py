@@ -248,12 +248,10 @@ class Scheduler:
         bound = self._numa_bounds(pod, shape) if numa is not None else None
         bound_max = float(bound[idx].max()) if bound is not None else 0.0
         # per candidate: the best weighted NUMA score it can still get, from its free amounts
-        # now (the exact profile's prefilter is refreshed on every bind)
-        tight = None
-        if bound is not None and numa is not None and self.prefilter is not None:
-            fewest = self.prefilter.min_numa_nodes_now(pod, idx)
-            by_k = {int(k): w * numa.bound(int(k), c.max_numa) for k in np.unique(fewest)}
-            tight = np.minimum(bound[idx], np.array([by_k[int(k)] for k in fewest], dtype=np.float64))
+        # now (exact profile: its prefilter is refreshed on every bind); computed only once a
+        # second candidate has to be looked at
+        tight: np.ndarray[Any, Any] | None = None
+        use_tight = bound is not None and numa is not None and self.prefilter is not None
         best_placement: Placement | None = None
         for j in order:
             s = float(scores[j])
@@ -261,8 +259,11 @@ class Scheduler:
             if best_placement is not None and s + bound_max <= best_placement.score:
                 break
             i = int(idx[j])
-            if best_placement is not None and tight is not None and s + tight[j] <= best_placement.score:
-                continue
+            if best_placement is not None and use_tight:
+                if tight is None:
+                    tight = self._tight_bounds(pod, idx, bound)
+                if s + tight[j] <= best_placement.score:
+                    continue
             if best_placement is not None and bound is not None and s + bound[i] <= best_placement.score:
                 continue
             res, miss = self._filter(i, pod, shape)
@@ -278,6 +279,18 @@ class Scheduler:
         if best_placement is None:
             return None, reason, checks
         return best_placement, None, checks
+
+    def _tight_bounds(self, pod: Pod, idx: np.ndarray[Any, Any], bound: Any) -> np.ndarray[Any, Any]:
+        """Per candidate position, the weighted NUMA score bound from the free amounts now."""
+        numa = self.profile.numa_score
+        assert numa is not None and self.prefilter is not None
+        w = self.profile.numa_weight
+        fewest = self.prefilter.min_numa_nodes_now(pod, idx)
+        by_k = {int(k): w * numa.bound(int(k), self.cluster.max_numa) for k in np.unique(fewest)}
+        out: np.ndarray[Any, Any] = np.minimum(
+            bound[idx], np.array([by_k[int(k)] for k in fewest], dtype=np.float64)
+        )
+        return out
 
     def _numa_score(self, i: int, pod: Pod, shape: Any, count: int) -> int:
         """The profile's NUMA score of node ``i`` (a node-aware score is cached per node
