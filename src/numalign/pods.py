@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
+from functools import cached_property
 
 from numalign.errors import InputError
 from numalign.quantity import cpu_millis, is_hugepages_resource, parse_quantity, quantity_int
@@ -99,9 +100,10 @@ class Pod:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    @property
+    @cached_property
     def shape(self) -> tuple[object, ...]:
-        """What a node's decision depends on: everything but names and uid (a cache key)."""
+        """What a node's decision depends on: everything but names and uid (a cache key;
+        computed once per pod object)."""
         return (
             self.qos,
             self.topology_policy,
@@ -112,13 +114,21 @@ class Pod:
             ),
         )
 
-    @property
+    @cached_property
     def init_containers(self) -> tuple[Container, ...]:
         return tuple(c for c in self.containers if c.is_init)
 
-    @property
+    @cached_property
     def app_containers(self) -> tuple[Container, ...]:
         return tuple(c for c in self.containers if not c.is_init)
+
+    @cached_property
+    def _effective_requests(self) -> dict[str, int]:
+        return _effective(self, lambda c: c.requests)
+
+    @cached_property
+    def _effective_limits(self) -> dict[str, int]:
+        return _effective(self, lambda c: c.limits)
 
 
 def _one_line(text: str) -> str:
@@ -199,12 +209,12 @@ def effective_pod_requests(pod: Pod) -> dict[str, int]:
     init container needs ``sidecarSum + request`` while it runs (``initMax`` keeps the
     largest). The pod needs ``max(initMax, sum(app requests) + sidecarSum)``.
     """
-    return _effective(pod, lambda c: c.requests)
+    return dict(pod._effective_requests)  # computed once per pod; a copy the caller may change
 
 
 def effective_pod_limits(pod: Pod) -> dict[str, int]:
     """Like :func:`effective_pod_requests` over limits (the device manager's pod-scope input)."""
-    return _effective(pod, lambda c: c.limits)
+    return dict(pod._effective_limits)
 
 
 def guaranteed_cpus(pod: Pod, container: Container) -> int:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from numalign.bitmask import ids_of
 from numalign.errors import AdmissionError, InputError
 from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
 from numalign.modes import Mode, koordinator_policy, node_mode
+from numalign.node.plan_cache import PlanCache, plan_key
 from numalign.node.predicates import fits
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.node.usage import container_usage
@@ -123,6 +124,8 @@ class Node:
         #: what happened on the way (a reconcile's kept and dropped pods), for the CLI to show
         self.notes: list[str] = []
         self.state = state if state is not None else NodeState.empty(machine)
+        #: admissions shared with nodes in the same situation (a cluster's nodes share one)
+        self.plan_cache: PlanCache | None = None
 
     # ------------------------------------------------------------------ policy
 
@@ -202,6 +205,31 @@ class Node:
         if short:
             return PodResult(pod, False, short[0].reason, short[0].message, policy=pol,
                              scope=sc), None
+        # past predicate admission, the decision reads only the managers' states and the pod
+        cache = None if explain else self.plan_cache
+        if cache is None:
+            return self._plan(pod, policy, scope, requests, explain)
+        key = plan_key(self.machine, self.state, pod)
+        hit = cache.get(key)
+        if hit is not None:
+            cached: PodResult = hit.result
+            if hit.delta is None:
+                return replace(cached, pod=pod), None
+            replayed = PlanCache.replay(hit, pod, self.state)
+            if replayed is not None:
+                return replace(cached, pod=pod), replayed
+        result, planned = self._plan(pod, policy, scope, requests, explain)
+        entry = PlanCache.entry(pod, result, result.admitted, self.state, planned,
+                                f"{result.reason} {result.message}")
+        if entry is not None:
+            cache.put(key, self.machine, entry)
+        return result, planned
+
+    def _plan(
+        self, pod: Pod, policy: TopologyPolicy, scope: Scope, requests: dict[str, int], explain: bool
+    ) -> tuple[PodResult, NodeState | None]:
+        """The Topology Manager's admission on a copy of the state (predicates passed)."""
+        pol, sc = policy.policy.value, scope.value
         work = self.state.copy()
         try:
             decisions = admit(policy, scope, self.providers(work), pod)

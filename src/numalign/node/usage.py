@@ -236,25 +236,26 @@ def numa_free(node: NodeView) -> dict[int, dict[str, int]]:
     m, st, reserved = node.machine, node.state, node.reserved_cpus
     out: dict[int, dict[str, int]] = {i: {} for i in m.node_ids}
     if m.kubelet.cpu_manager_policy == CPU_STATIC:
-        free = st.cpu.shared_pool() - reserved
+        free = st.cpu.default_set - reserved
         for nid, cpus in m.cpus_by_numa.items():
-            n = len(free & cpus)
+            n = len(cpus & free)
             if n and nid in out:
                 out[nid][CPU] = n
     if m.kubelet.memory_manager_policy == MEMORY_STATIC:
-        for nid in st.memory.numa_ids():
-            if nid not in out:
+        for nid, ns in st.memory.machine_state.items():
+            per = out.get(nid)
+            if per is None:
                 continue
-            for res in st.memory.resources_of(nid):
-                amounts = st.memory.amounts(nid, res)
-                if amounts is not None:
-                    out[nid][res] = amounts[1]
-    taken = st.devices.taken()
-    for d in m.devices:
-        if d.healthy and d.numa and (d.resource, d.id) not in taken:
-            for nid in d.numa:
-                if nid in out:
-                    out[nid][d.resource] = out[nid].get(d.resource, 0) + 1
+            for res in sorted(ns.memory_map):
+                per[res] = ns.memory_map[res].free
+    devices = [d for d in m.devices if d.healthy and d.numa]
+    if devices:
+        taken = st.devices.taken()
+        for d in devices:
+            if (d.resource, d.id) not in taken:
+                for nid in d.numa:
+                    if nid in out:
+                        out[nid][d.resource] = out[nid].get(d.resource, 0) + 1
     return out
 
 

@@ -21,6 +21,7 @@ engine's decision stays exact; this only saves asking it where the answer is kno
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import numpy as np
 import numpy.typing as npt
@@ -60,22 +61,30 @@ class NumaPrefilter:
             self._machines[id(n.machine)] = n.machine
             self.refresh(i)
         self._group_idx = {k: np.array(v, dtype=np.int64) for k, v in self._groups.items()}
+        #: (machine key, member indices) per group, and each node's group number
+        self._group_list = list(self._group_idx.items())
+        self._group_of: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
+        for g, (_, members) in enumerate(self._group_list):
+            self._group_of[members] = g
+        #: pod shape -> the checks of :meth:`_conditions`
+        self._compiled: dict[object, list[tuple[int, list[tuple[int, int, int]] | None]]] = {}
         self._memo_pod: Pod | None = None
         self._memo: dict[tuple[int, Scope], list[dict[str, int]]] = {}
         self._capacity_k: dict[tuple[int, str, int], tuple[int, int]] = {}
 
     def refresh(self, i: int) -> None:
         """Recompute node ``i``'s free amounts from its engine state."""
-        node = self.nodes[i]
-        row = np.zeros((self.slots, len(self.resources)), dtype=np.int64)
-        for s, per in enumerate(numa_free(node).values()):
+        slots = self.slots
+        cols = [[0] * slots for _ in self.resources]  # per resource, per NUMA slot
+        get = self.col.get
+        for s, per in enumerate(numa_free(self.nodes[i]).values()):
             for res, amount in per.items():
-                col = self.col.get(res)
+                col = get(res)
                 if col is not None:
-                    row[s, col] = amount
-        self.free[i] = row
-        ordered = -np.sort(-row, axis=0)  # per resource, largest first
-        self.topk[:, :, i] = np.cumsum(ordered, axis=0).T
+                    cols[col][s] = amount
+        self.free[i] = np.array(cols, dtype=np.int64).T
+        # top-k sums per resource: the k largest free amounts, k = 1..slots
+        self.topk[:, :, i] = [list(accumulate(sorted(v, reverse=True))) for v in cols]
 
     # ----------------------------------------------------------------- demands
 
@@ -128,50 +137,108 @@ class NumaPrefilter:
                 best = max(best, self._min_k(node, res, amount)[0])
         return best
 
-    def passing(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """For each candidate node index, False if the node certainly rejects ``pod``."""
-        keep_all = np.ones(len(self.nodes), dtype=np.bool_)
+    def min_numa_nodes_now(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Per candidate node, a lower bound of the NUMA nodes the pod's NUMA-bound resources
+        will span there *now*: each resource takes at least as many NUMA nodes as its largest
+        free amounts need to add up to its demand (and at least :meth:`min_numa_nodes`). Valid
+        for either scope: the pod's NUMA nodes hold every container's resources, and the
+        free amounts are generous."""
+        out = np.zeros(candidates.size, dtype=np.int64)
         if candidates.size == 0:
-            return keep_all[candidates]
-        is_candidate = np.zeros(len(self.nodes), dtype=np.bool_)
-        is_candidate[candidates] = True
-        for key, members in self._group_idx.items():
-            m = self._machines[key]
+            return out
+        groups = self._group_of[candidates] if len(self._group_list) > 1 else None
+        for g, (key, members) in enumerate(self._group_list):
+            sel = np.flatnonzero(groups == g) if groups is not None else np.arange(candidates.size)
+            if sel.size == 0:
+                continue
             node0 = self.nodes[int(members[0])]
+            m = self._machines[key]
+            k = np.full(sel.size, self.min_numa_nodes(node0, pod), dtype=np.int64)
+            if not node0.dynamic:
+                nodes = candidates[sel]
+                for demand in self._demands(m, pod, node0.node_scope):
+                    for res, amount in demand.items():
+                        col = self.col.get(res)
+                        if col is None or amount <= 0:
+                            continue
+                        need = (self.topk[col][:, nodes] < amount).sum(axis=0) + 1
+                        np.maximum(k, np.minimum(need, len(m.numa_nodes)), out=k)
+            out[sel] = k
+        return out
+
+    def _conditions(self, pod: Pod) -> list[tuple[int, list[tuple[int, int, int]] | None]]:
+        """Per machine group (its index in :attr:`_group_list`), the checks a node of it must
+        pass: ``(resource column, k, amount)`` = the ``k`` largest free amounts of the resource
+        add up to ``amount``; None when no node of the group can pass. Groups without a
+        condition are left out. Depends on the pod's shape only (cached)."""
+        shape = pod.shape
+        hit = self._compiled.get(shape)
+        if hit is not None:
+            return hit
+        out: list[tuple[int, list[tuple[int, int, int]] | None]] = []
+        for g, (key, _members) in enumerate(self._group_list):
+            m = self._machines[key]
+            node0 = self.nodes[int(_members[0])]
             if node0.dynamic or node0.mode is not Mode.KUBELET:  # the kubelet's rules only
                 continue
             policy, scope = node0.node_policy, node0.node_scope
             if policy not in (Policy.SINGLE_NUMA_NODE, Policy.RESTRICTED):
                 continue
-            nodes = members[is_candidate[members]]
-            if nodes.size == 0:
-                continue
-            ok = np.ones(nodes.size, dtype=np.bool_)
+            checks: list[tuple[int, int, int]] = []
+            impossible = False
             for demand in self._demands(m, pod, scope):
                 sizes: list[tuple[int, int]] = []
                 for res, amount in demand.items():
                     col = self.col.get(res)
                     low, high = self._min_k(node0, res, amount)
                     sizes.append((low, high))
-                    if col is None:
-                        ok[:] = False
+                    if col is None or (policy is Policy.SINGLE_NUMA_NODE and low > 1):
+                        # no NUMA node has the resource; or no preferred single-node hint
+                        # exists when even the generous count needs several nodes
+                        impossible = True
                         break
-                    if policy is Policy.SINGLE_NUMA_NODE:
-                        # no preferred single-node hint exists when even the generous count
-                        # needs several nodes; else one node must hold the demand now
-                        if low > 1:
-                            ok[:] = False
-                        k = 1
-                    else:
-                        k = min(high, self.slots)
-                    ok &= self.topk[col, k - 1][nodes] >= amount
+                    k = 1 if policy is Policy.SINGLE_NUMA_NODE else min(high, self.slots)
+                    checks.append((col, k, amount))
                 # exact preferred sizes that differ: no merged hint can be preferred
-                if (
+                if not impossible and (
                     policy is Policy.RESTRICTED
                     and all(lo == hi for lo, hi in sizes)
                     and len({lo for lo, _ in sizes}) > 1
                     and "align-by-socket" not in m.kubelet.cpu_manager_policy_options
                 ):
+                    impossible = True
+                if impossible:
+                    break
+            out.append((g, None if impossible else checks))
+        self._compiled[shape] = out
+        return out
+
+    def passing(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """For each candidate node index, False if the node certainly rejects ``pod``."""
+        ok = np.ones(candidates.size, dtype=np.bool_)
+        if candidates.size == 0:
+            return ok
+        groups = self._group_of[candidates] if len(self._group_list) > 1 else None
+        for g, checks in self._conditions(pod):
+            if groups is None:
+                sel: npt.NDArray[np.intp] | None = None
+                nodes = candidates
+            else:
+                sel = np.flatnonzero(groups == g)
+                if sel.size == 0:
+                    continue
+                nodes = candidates[sel]
+            if checks is None:
+                if sel is None:
                     ok[:] = False
-            keep_all[nodes] = ok
-        return keep_all[candidates]
+                else:
+                    ok[sel] = False
+                continue
+            good = np.ones(nodes.size, dtype=np.bool_)
+            for col, k, amount in checks:
+                good &= self.topk[col, k - 1][nodes] >= amount
+            if sel is None:
+                ok &= good
+            else:
+                ok[sel] &= good
+        return ok

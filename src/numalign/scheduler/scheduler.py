@@ -1,16 +1,24 @@
 """One scheduling cycle per pod: fit, score, NUMA filter, pick, reserve, bind.
 
-1. **Fit** (necessary condition, vectorised): kube-scheduler's NodeResourcesFit over all nodes.
-2. **Node-level score** (vectorised) for the nodes that fit; candidates ordered best first
-   (ties by node order).
+1. **Fit** (necessary condition, vectorised): kube-scheduler's NodeResourcesFit, and for the
+   exact profile the NUMA prefilter (:mod:`numalign.scheduler.prefilter`). Like
+   kube-scheduler's ``findNodesThatPassFilters``, nodes are looked at from a round-robin
+   start index (``nextStartNodeIndex``) until ``nodes_to_score`` feasible ones are found
+   (``numFeasibleNodesToFind``, the adaptive ``percentageOfNodesToScore``: every node under
+   100 nodes, 10 % at 5,000, 5 % from 5,625); the next pod starts after the last node looked
+   at. (Volcano's relative score keeps every fitting node: its own walk below.)
+2. **Node-level score** (vectorised) for those nodes; candidates ordered best first (ties by
+   node order; kube-scheduler breaks ties at random).
 3. **NUMA filter** of the profile on candidates in that order, cached per (node, node
    version, pod shape): a node that refused a pod shape is not asked again until it changes.
    With an absolute NUMA score (LeastNUMANodes), or none, the walk is branch-and-bound: it
    stops once no later candidate can beat the best total even with the best NUMA score it
    could get there (:meth:`~numalign.scheduler.scorers.NumaScore.bound`), so the chosen node
-   is the best-scoring node that passes the filter - the same node as filtering everything
-   first. With a relative NUMA score (Volcano's), ``nodes_to_score`` feasible nodes are
-   collected first (kube-scheduler's ``numFeasibleNodesToFind``), then scored.
+   is the best-scoring node of the sample that passes the filter - the same node as
+   filtering the whole sample first. If none does, the nodes outside the sample are searched
+   the same way (kube-scheduler would have gone on looking for feasible nodes). With a
+   relative NUMA score (Volcano's), ``nodes_to_score`` feasible nodes are collected first,
+   then scored.
 4. **Reserve/bind**: the node's own admission runs (for the exact profile, the state planned
    in the filter is committed - it is what the node computes); a rejection is the kubelet's
    rejection (``TopologyAffinityError`` ...), reported to the caller.
@@ -90,6 +98,8 @@ class Scheduler:
         )
         #: node -> (version, pod uid, exact filter result) of the last plan made this cycle
         self._planned: dict[int, tuple[int, str, FilterResult]] = {}
+        #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
+        self._next_start = 0
 
     # --------------------------------------------------------------------- filter
 
@@ -119,28 +129,91 @@ class Scheduler:
         if vec is None:
             return None, "no node has a requested resource", 0
         self._last_vec = vec
-        idx = np.flatnonzero(c.fits(vec))
+        p = self.profile
+        numa = p.numa_score
+        relative = numa is not None and numa.relative
+        idx, fitting = self._sample(pod, vec) if not relative else self._all_feasible(pod, vec)
         if idx.size == 0:
-            return None, "Insufficient resources (NodeResourcesFit)", 0
-        if self.prefilter is not None:
-            idx = idx[self.prefilter.passing(pod, idx)]
-            if idx.size == 0:
-                return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
+            if not fitting:
+                return None, "Insufficient resources (NodeResourcesFit)", 0
+            return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
         scores = self._node_scores(idx, vec)
         order = _best_first(idx, scores)
-        p = self.profile
         if p.filter is None:
             j = next(order)
             return Placement(int(idx[j]), c.nodes[int(idx[j])].name, 0, float(scores[j])), None, 0
         shape = pod_shape(pod)
-        numa = p.numa_score
-        if numa is not None and numa.relative:
+        if relative:
             if p.relative_select is not None:  # the profile's own (same) choice, e.g. vectorised
                 pick, why, checks = p.relative_select(self, pod, idx, scores)
                 at = None if pick is None else Placement(pick[0], c.nodes[pick[0]].name, pick[1], pick[2])
                 return at, why, checks
             return self._select_relative(pod, shape, idx, scores, order)
-        return self._select_best_first(pod, shape, idx, scores, order)
+        found = self._select_best_first(pod, shape, idx, scores, order)
+        if found[0] is None and idx.size < len(c.nodes):
+            # nobody in the sample passed the exact filter: kube-scheduler would have gone on
+            # looking for feasible nodes, so go on with every node not sampled yet
+            rest, _ = self._all_feasible(pod, vec, exclude=idx)
+            if rest.size:
+                rest_scores = self._node_scores(rest, vec)
+                more = self._select_best_first(pod, shape, rest, rest_scores, _best_first(rest, rest_scores))
+                return more[0], more[1], found[2] + more[2]
+        return found
+
+    def _feasible(self, pod: Pod, vec: np.ndarray[Any, Any], rows: np.ndarray[Any, Any]) -> tuple[
+            np.ndarray[Any, Any], int]:
+        """Of the node indices ``rows``: those passing the vectorised filters (NodeResourcesFit,
+        and the exact profile's NUMA prefilter), and how many fit at all."""
+        fit = rows[self.cluster.fits(vec)[rows]]
+        if self.prefilter is not None and fit.size:
+            return fit[self.prefilter.passing(pod, fit)], int(fit.size)
+        return fit, int(fit.size)
+
+    def _all_feasible(self, pod: Pod, vec: np.ndarray[Any, Any],
+                      exclude: np.ndarray[Any, Any] | None = None) -> tuple[np.ndarray[Any, Any], int]:
+        rows = np.arange(len(self.cluster.nodes))
+        if exclude is not None:
+            keep = np.ones(rows.size, dtype=np.bool_)
+            keep[exclude] = False
+            rows = rows[keep]
+        return self._feasible(pod, vec, rows)
+
+    def _sample(self, pod: Pod, vec: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], int]:
+        """kube-scheduler's ``findNodesThatPassFilters``: nodes in order from a round-robin
+        start index, until ``nodes_to_score`` feasible ones are found (every node in clusters
+        under 100 nodes); the next pod starts after the last node looked at
+        (``nextStartNodeIndex``). Returns the feasible nodes (in scan order) and how many
+        nodes looked at fit at all."""
+        c = self.cluster
+        n = len(c.nodes)
+        want = self.nodes_to_score
+        if want >= n:
+            return self._feasible(pod, vec, np.arange(n))
+        start = self._next_start
+        parts: list[np.ndarray[Any, Any]] = []
+        found = fitting = scanned = 0
+        window = min(n, 2 * want)
+        while scanned < n and found < want:
+            a = (start + scanned) % n
+            b = min(n, a + window, a + n - scanned)
+            fit = np.flatnonzero(c.fits_range(vec, a, b)) + a
+            fitting += int(fit.size)
+            good = fit
+            if self.prefilter is not None and fit.size:
+                good = fit[self.prefilter.passing(pod, fit)]
+            need = want - found
+            if good.size >= need:
+                parts.append(good[:need])
+                found = want
+                scanned += int(good[need - 1]) - a + 1  # up to the need-th feasible node
+                break
+            parts.append(good)
+            found += int(good.size)
+            scanned += b - a
+            window *= 2
+        self._next_start = (start + scanned) % n
+        idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return idx, fitting
 
     def _select_relative(
         self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], order: Iterator[int]
@@ -182,6 +255,11 @@ class Scheduler:
         reason = "no node passed the NUMA filter"
         bound = self._numa_bounds(pod, shape) if numa is not None else None
         bound_max = float(bound[idx].max()) if bound is not None else 0.0
+        # per candidate: the best weighted NUMA score it can still get, from its free amounts
+        # now (exact profile: its prefilter is refreshed on every bind); computed only once a
+        # second candidate has to be looked at
+        tight: np.ndarray[Any, Any] | None = None
+        use_tight = bound is not None and numa is not None and self.prefilter is not None
         best_placement: Placement | None = None
         for j in order:
             s = float(scores[j])
@@ -189,6 +267,11 @@ class Scheduler:
             if best_placement is not None and s + bound_max <= best_placement.score:
                 break
             i = int(idx[j])
+            if best_placement is not None and use_tight:
+                if tight is None:
+                    tight = self._tight_bounds(pod, idx, bound)
+                if s + tight[j] <= best_placement.score:
+                    continue
             if best_placement is not None and bound is not None and s + bound[i] <= best_placement.score:
                 continue
             res, miss = self._filter(i, pod, shape)
@@ -204,6 +287,18 @@ class Scheduler:
         if best_placement is None:
             return None, reason, checks
         return best_placement, None, checks
+
+    def _tight_bounds(self, pod: Pod, idx: np.ndarray[Any, Any], bound: Any) -> np.ndarray[Any, Any]:
+        """Per candidate position, the weighted NUMA score bound from the free amounts now."""
+        numa = self.profile.numa_score
+        assert numa is not None and self.prefilter is not None
+        w = self.profile.numa_weight
+        fewest = self.prefilter.min_numa_nodes_now(pod, idx)
+        by_k = {int(k): w * numa.bound(int(k), self.cluster.max_numa) for k in np.unique(fewest)}
+        out: np.ndarray[Any, Any] = np.minimum(
+            bound[idx], np.array([by_k[int(k)] for k in fewest], dtype=np.float64)
+        )
+        return out
 
     def _numa_score(self, i: int, pod: Pod, shape: Any, count: int) -> int:
         """The profile's NUMA score of node ``i`` (a node-aware score is cached per node

@@ -1,0 +1,104 @@
+"""Admission results shared between nodes in the same situation (the scheduler's hot path).
+
+A cluster has thousands of nodes built from a few machine templates, and a workload has a few
+hundred pod shapes: most admissions repeat one already made on another node - same machine,
+same free CPUs, memory tables and devices in use, same node-level requests, same pod shape
+and container names. :class:`PlanCache` remembers such an admission (:meth:`Node.plan
+<numalign.node.admission.Node.plan>`'s result and the state change as a
+:class:`~numalign.resources.pod_delta.PodDelta`) and replays it under the new pod's uid and
+key. The key holds everything the decision reads (:func:`plan_key`), so a replayed plan is
+the plan the engine computes (``tests/test_scheduler_speed_plan_cache.py`` compares them).
+
+Not cached: ``--explain`` runs, rejections whose message names the pod, and changes that are
+not a pure delta of the admitted pod (:meth:`PodDelta.between` says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from numalign.machine.model import Machine
+from numalign.node.state import NodeState, PodRecord
+from numalign.pods import Pod
+from numalign.resources.pod_delta import PodDelta, decision_key, holds
+
+
+@dataclass(frozen=True)
+class CachedPlan:
+    pod: Pod  # the pod the plan was made for
+    result: Any  # its PodResult (admission imports this module, not the other way round)
+    delta: PodDelta | None  # None: rejected
+    record: PodRecord | None
+
+
+def plan_key(machine: Machine, state: NodeState, pod: Pod) -> Hashable:
+    """Everything a new pod's admission on a node reads once predicate admission passed
+    (node-level requests are only read there): the machine (and with it the kubelet
+    configuration), the managers' states and the pod's shape and container names."""
+    return (
+        id(machine),
+        decision_key(state.cpu, state.memory, state.devices),
+        pod.shape,
+        tuple(c.name for c in pod.containers),
+    )
+
+
+class PlanCache:
+    """Bounded map plan key -> :class:`CachedPlan` (oldest entries dropped first)."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self.size = size
+        self._entries: dict[Hashable, CachedPlan] = {}
+        self._machines: dict[int, Machine] = {}  # keeps the ids in the keys valid
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> CachedPlan | None:
+        hit = self._entries.get(key)
+        if hit is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return hit
+
+    def put(self, key: Hashable, machine: Machine, entry: CachedPlan) -> None:
+        if len(self._entries) >= self.size:
+            for old in list(self._entries)[: self.size // 4]:
+                del self._entries[old]
+        self._machines.setdefault(id(machine), machine)
+        self._entries[key] = entry
+
+    @staticmethod
+    def entry(pod: Pod, result: object, admitted: bool, pre: NodeState,
+              planned: NodeState | None, message: str) -> CachedPlan | None:
+        """What to remember of one admission; None when it cannot be replayed."""
+        if any(s and s in message for s in (pod.uid, pod.name, pod.key)):
+            return None
+        if not admitted or planned is None:
+            return CachedPlan(pod, result, None, None)
+        delta = PodDelta.between(
+            (pre.cpu, pre.memory, pre.devices), (planned.cpu, planned.memory, planned.devices), pod.uid
+        )
+        record = planned.pods.get(pod.uid)
+        if delta is None or record is None or list(planned.pods) != [*pre.pods, pod.uid]:
+            return None
+        return CachedPlan(pod, result, delta, record)
+
+    @staticmethod
+    def replay(entry: CachedPlan, pod: Pod, state: NodeState) -> NodeState | None:
+        """The state after admitting ``pod`` on ``state`` as the cached plan did (None:
+        rejected, or ``state`` already holds entries for the pod's uid)."""
+        if entry.delta is None or entry.record is None:
+            return None
+        if holds(pod.uid, state.cpu, state.memory, state.devices):
+            return None
+        cpu, memory, devices = entry.delta.apply(state.cpu, state.memory, state.devices, pod.uid)
+        pods = dict(state.pods)
+        pods[pod.uid] = replace(entry.record, uid=pod.uid, key=pod.key,
+                                requests=dict(entry.record.requests))
+        return NodeState(cpu, memory, devices, pods)
+
+
+__all__ = ["CachedPlan", "PlanCache", "plan_key"]
