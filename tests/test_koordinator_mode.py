@@ -296,3 +296,20 @@ def test_init_container_cpus_stay_usable_in_the_koordinator_mode() -> None:
     p = Pod("t", "initpod", default_uid("t", "initpod"), QOSClass.GUARANTEED, (init, app))
     r = n.admit(p)
     assert r.admitted
+
+
+def test_plan_cache_keeps_the_engine_modes_apart() -> None:
+    """Nodes of one machine in the same state share admissions through a plan cache; a node
+    in the koordinator mode must not replay a kubelet-mode node's plan (nor the reverse)."""
+    from numalign.node.plan_cache import PlanCache
+
+    machine = load_machine(spec())
+    kubelet, koord = Node(machine), Node(machine)
+    koord.mode = Mode.KOORDINATOR
+    cache = PlanCache()
+    kubelet.plan_cache = koord.plan_cache = cache
+    spread = {"preferredCPUBindPolicy": "SpreadByPCPUs"}
+    r1 = kubelet.admit(pod("a", 2, spread))
+    r2 = koord.admit(pod("b", 2, spread))
+    assert len(cores_of(kubelet, r1.containers[0].cpus)) == 1  # the kubelet packs a core
+    assert len(cores_of(koord, r2.containers[0].cpus)) == 2  # SpreadByPCPUs, not the replay
