@@ -15,6 +15,8 @@ has seen the pod change) or after ``assume_ttl`` seconds.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import hashlib
 import json
 import sys
@@ -47,6 +49,8 @@ MAX_REMEMBERED_PODS = 4096
 #: distinct pod shapes given a small integer id (the per-node caches' key); least recently
 #: seen shapes lose theirs (their cache entries then age out)
 MAX_SHAPES = 16_384
+#: shapes a rebuilt node evaluates before it is published (its predecessor's, newest first)
+REWARM_SHAPES = 16
 
 
 def engine_pod(pod: Pod) -> Pod:
@@ -63,7 +67,7 @@ def pod_shape(pod: Pod) -> Any:
     return engine_pod(pod).shape
 
 
-@dataclass
+@dataclass(frozen=True)
 class Assumed:
     pod: Pod
     fingerprint: str | None
@@ -71,16 +75,26 @@ class Assumed:
     numa_count: int
 
 
-@dataclass
+#: one cached decision: (passed, NUMA node count, reason)
+Decision = tuple[bool, int, str]
+
+
+@dataclass(frozen=True, eq=False)
 class NodeEntry:
+    """One node as readers see it: an immutable snapshot (engine with the assumed pods
+    admitted, the assumptions, a version), replaced as a whole by writers, never changed.
+
+    ``cache`` (shape id -> decision) belongs to this snapshot only, so an entry in it is
+    valid as long as the snapshot is the published one; readers add to it without a lock
+    (the same key always gets the same value), bounded to :data:`CACHE_PER_NODE`."""
+
     name: str
     digest: str
     fingerprint: str | None
     node: Node
     version: int = 0
-    assumed: dict[str, Assumed] = field(default_factory=dict)
-    #: shape id -> (node version, passed, NUMA count, reason); LRU once half full
-    cache: OrderedDict[int, tuple[int, bool, int, str]] = field(default_factory=OrderedDict)
+    assumed: Mapping[str, Assumed] = field(default_factory=dict)
+    cache: dict[int, Decision] = field(default_factory=dict)
 
 
 def _digest(obj: Any) -> str:
@@ -117,8 +131,17 @@ def _build(obj: Any) -> _Built:
 class ExtenderCore:
     """The extender's logic without HTTP: node engines, assumptions, filter/score/bind.
 
-    Node updates (:meth:`update_node`, :meth:`remove_node`) cost one node each: the engine is
-    built outside the lock, which is held only to swap the entry in."""
+    **Readers never wait for writers.** Each node is published as an immutable
+    :class:`NodeEntry` in :attr:`nodes`; a writer (a node update, an assumption, a bind, an
+    expiry) builds the next entry aside and swaps the reference in (a single dict store,
+    atomic under the GIL). Writers take :attr:`_write` among themselves only; ``filter`` and
+    ``prioritize`` take no lock a writer holds. The decision for a node whose snapshot has
+    already seen the pod's shape is one dictionary lookup.
+
+    An assumption is published before the request that made it returns, so the next filter
+    of that node sees the pod's resources gone. Node updates cost one node each: the engine
+    is built outside every lock, and the new snapshot pre-evaluates the shapes its
+    predecessor had answered (:data:`REWARM_SHAPES` at most)."""
 
     def __init__(
         self,
@@ -133,26 +156,32 @@ class ExtenderCore:
         self.profile = profile or get_profile("numalign")
         if self.profile.filter is None:
             raise InputError(f"profile {self.profile.name!r} has no NUMA filter")
+        self._decide = self.profile.filter
         self.assume_ttl = assume_ttl
         self.metrics = metrics or ExtenderMetrics()
         self.binder = binder
         self.clock = clock
         self.log = log
+        #: the published snapshots (name -> entry); replaced entry by entry, never mutated
         self.nodes: dict[str, NodeEntry] = {}
         self.broken: dict[str, str] = {}
         self.ready = threading.Event()
         self._numa_counts: Counter[int] = Counter()
-        self._lock = threading.RLock()
+        self._max_numa = 1
+        self._write = threading.RLock()  # writers only
+        self._small = threading.Lock()  # readers' bookkeeping (pods, shape ids): O(1) holds
         self._pods: OrderedDict[str, Pod] = OrderedDict()  # uid -> last pod seen (for /bind)
         self._broken_digest: dict[str, str] = {}
         self._with_assumed: set[str] = set()
+        self._next_expiry = float("inf")
         self._shapes: OrderedDict[Any, int] = OrderedDict()
         self._next_shape = 0
+        self._shape_pods: dict[int, Pod] = {}  # shape id -> a pod of that shape
 
     @property
     def max_numa(self) -> int:
         """The most NUMA nodes of any known node (Volcano's relative score)."""
-        return max(self._numa_counts, default=1)
+        return self._max_numa
 
     # ---------------------------------------------------------------------- nodes
 
@@ -169,12 +198,18 @@ class ExtenderCore:
         """The first full list of nodes is in: ``/readyz`` answers 200 from now on."""
         self.ready.set()
 
+    def _count_numa(self, old: NodeEntry | None, new: NodeEntry | None) -> None:
+        if old is not None:
+            self._numa_counts[len(old.node.machine.numa_nodes)] -= 1
+        if new is not None:
+            self._numa_counts[len(new.node.machine.numa_nodes)] += 1
+        self._numa_counts += Counter()  # drop zero counts
+        self._max_numa = max(self._numa_counts, default=1)
+
     def remove_node(self, name: str) -> None:
-        with self._lock:
+        with self._write:
             old = self.nodes.pop(name, None)
-            if old is not None:
-                self._numa_counts[len(old.node.machine.numa_nodes)] -= 1
-                self._numa_counts += Counter()  # drop zero counts
+            self._count_numa(old, None)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
             self._count_assumed(name)
@@ -193,37 +228,53 @@ class ExtenderCore:
         if digest and self._broken_digest.get(name) == digest:
             return False
         built = _build(obj)
-        with self._lock:
-            old = self.nodes.get(name)
-            if built.node is None:
+        if built.node is None:
+            with self._write:
+                old = self.nodes.pop(name, None)
                 self.broken[name] = built.error
                 if built.digest:
                     self._broken_digest[name] = built.digest
-                if old is not None:
-                    del self.nodes[name]
-                    self._numa_counts[len(old.node.machine.numa_nodes)] -= 1
-                    self._numa_counts += Counter()
+                self._count_numa(old, None)
                 self._count_assumed(name)
                 self._count_nodes()
-                print(f"numalign extender: node {name}: {built.error}", file=self.log)
-                return False
+            print(f"numalign extender: node {name}: {built.error}", file=self.log)
+            return False
+        # the shapes the current snapshot answered, evaluated on the new engine before it is
+        # published (outside every lock: readers keep using the old snapshot meanwhile)
+        warm = self._rewarm(built.node, old)
+        with self._write:
+            old = self.nodes.get(name)
+            entry = self._successor(name, built, old, warm)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
-            self._install(name, built, old)
+            self.nodes[name] = entry
+            self._count_numa(old, entry)
+            self._count_assumed(name)
             self._count_nodes()
-            return True
+        return True
 
-    def _count_nodes(self) -> None:
-        self.metrics.nodes.set(len(self.nodes))
-        self.metrics.broken_nodes.set(len(self.broken))
+    def _rewarm(self, node: Node, old: NodeEntry | None) -> dict[int, Decision]:
+        """Decisions of the new engine for the shapes ``old`` had cached (before any assumed
+        pod is carried over: only used when none is)."""
+        if old is None or old.assumed or not old.cache:
+            return {}
+        try:
+            recent = list(old.cache)[-REWARM_SHAPES:]  # readers may be adding to it
+        except RuntimeError:
+            return {}
+        with self._small:
+            pods = [(sid, self._shape_pods.get(sid)) for sid in recent]
+        return {sid: self._evaluate(node, pod) for sid, pod in pods if pod is not None}
 
-    def _install(self, name: str, built: _Built, old: NodeEntry | None) -> None:
+    def _successor(self, name: str, built: _Built, old: NodeEntry | None,
+                   warm: dict[int, Decision]) -> NodeEntry:
+        """The entry that replaces ``old`` for a newly built engine (under the write lock):
+        the assumptions the new NRT does not yet account for are carried over."""
         node = built.node
         assert node is not None
         fp = built.fingerprint
-        entry = NodeEntry(name, built.digest, fp, node, (old.version + 1) if old else 0)
+        assumed: dict[str, Assumed] = {}
         if old is not None:
-            self._numa_counts[len(old.node.machine.numa_nodes)] -= 1
             now = self.clock()
             for uid, a in old.assumed.items():
                 # the NRT now reflects a new pod set: it accounts for the assumed pod
@@ -232,152 +283,198 @@ class ExtenderCore:
                 if now - a.since > self.assume_ttl:
                     continue
                 if node.admit(a.pod).admitted:
-                    entry.assumed[uid] = Assumed(a.pod, fp, a.since, a.numa_count)
-        self._numa_counts[len(node.machine.numa_nodes)] += 1
-        self._numa_counts += Counter()
-        self.nodes[name] = entry
-        self._count_assumed(name)
+                    assumed[uid] = Assumed(a.pod, fp, a.since, a.numa_count)
+        version = (old.version + 1) if old is not None else 0
+        return NodeEntry(name, built.digest, fp, node, version, assumed,
+                         {} if assumed else warm)
+
+    def _count_nodes(self) -> None:
+        self.metrics.nodes.set(len(self.nodes))
+        self.metrics.broken_nodes.set(len(self.broken))
 
     def _count_assumed(self, *names: str) -> None:
-        """Track which nodes hold assumed pods (after ``names``' assumptions changed)."""
+        """Track which nodes hold assumed pods (after ``names``' assumptions changed), and
+        when the next assumption expires (under the write lock)."""
         for name in names:
             e = self.nodes.get(name)
             if e is not None and e.assumed:
                 self._with_assumed.add(name)
             else:
                 self._with_assumed.discard(name)
-        self.metrics.assumed.set(sum(len(self.nodes[n].assumed) for n in self._with_assumed))
+        total = 0
+        first = float("inf")
+        for n in self._with_assumed:
+            e = self.nodes[n]
+            total += len(e.assumed)
+            first = min(first, min(a.since for a in e.assumed.values()))
+        self._next_expiry = first + self.assume_ttl if total else float("inf")
+        self.metrics.assumed.set(total)
+
+    def _publish(self, old: NodeEntry, node: Node, assumed: Mapping[str, Assumed]) -> None:
+        """Swap in the successor of ``old`` with another engine state (under the write lock)."""
+        self.nodes[old.name] = NodeEntry(old.name, old.digest, old.fingerprint, node,
+                                         old.version + 1, assumed, {})
+        self._count_assumed(old.name)
+
+    def _drop_assumed(self, entry: NodeEntry, uids: Sequence[str]) -> None:
+        node = copy.copy(entry.node)  # shares the machine; release copies the state
+        for uid in uids:
+            node.release(uid)
+        self._publish(entry, node, {u: a for u, a in entry.assumed.items() if u not in uids})
 
     def _expire(self) -> None:
-        now = self.clock()
-        for e in [self.nodes[n] for n in self._with_assumed]:
-            for uid in [u for u, a in e.assumed.items() if now - a.since > self.assume_ttl]:
-                e.node.release(uid)
-                del e.assumed[uid]
-                e.version += 1
-            self._count_assumed(e.name)
+        with self._write:
+            now = self.clock()
+            for name in list(self._with_assumed):
+                e = self.nodes[name]
+                gone = [u for u, a in e.assumed.items() if now - a.since > self.assume_ttl]
+                if gone:
+                    self._drop_assumed(e, gone)
+            self._count_assumed()
 
     # --------------------------------------------------------------------- decide
 
-    def _shape_id(self, pod: Pod) -> int:
-        """A small integer for the pod's engine shape (hashing the nested shape tuple once per
-        request, not once per node)."""
+    def shape_id(self, pod: Pod) -> int:
+        """A small integer for the pod's engine shape (``pod`` as :func:`engine_pod` returns
+        it): the per-node caches' key, computed once per request, not once per node."""
         shape = pod.shape
-        sid = self._shapes.get(shape)
-        if sid is None:
-            self._next_shape += 1
-            sid = self._shapes[shape] = self._next_shape
-            while len(self._shapes) > MAX_SHAPES:
-                self._shapes.popitem(last=False)
-        else:
-            self._shapes.move_to_end(shape)
+        with self._small:
+            sid = self._shapes.get(shape)
+            if sid is None:
+                self._next_shape += 1
+                sid = self._shapes[shape] = self._next_shape
+                self._shape_pods[sid] = pod
+                while len(self._shapes) > MAX_SHAPES:
+                    self._shape_pods.pop(self._shapes.popitem(last=False)[1], None)
+            else:
+                self._shapes.move_to_end(shape)
         return sid
 
-    def _check(self, entry: NodeEntry, pod: Pod, shape: int) -> tuple[bool, int, str]:
-        a = entry.assumed.get(pod.uid)
-        if a is not None:
-            return True, a.numa_count, ""
-        hit = entry.cache.get(shape)
-        if hit is not None and hit[0] == entry.version:
-            if len(entry.cache) > CACHE_PER_NODE // 2:  # order matters only near eviction
-                entry.cache.move_to_end(shape)
-            return hit[1], hit[2], hit[3]
-        assert self.profile.filter is not None
+    def _evaluate(self, node: Node, pod: Pod) -> Decision:
         t0 = time.perf_counter()
-        res = self.profile.filter(entry.node, pod)
+        res = self._decide(node, pod)
         self.metrics.admission_duration.observe(time.perf_counter() - t0)
         self.metrics.admission_requests.inc()
         if not res.passed:
             self.metrics.admission_errors.inc()
-        entry.cache[shape] = (entry.version, res.passed, res.numa_count, res.reason)
-        entry.cache.move_to_end(shape)
-        while len(entry.cache) > CACHE_PER_NODE:
-            entry.cache.popitem(last=False)
         return res.passed, res.numa_count, res.reason
 
+    def _miss(self, entry: NodeEntry, pod: Pod, shape: int) -> Decision:
+        d = self._evaluate(entry.node, pod)
+        cache = entry.cache
+        if len(cache) >= CACHE_PER_NODE:
+            # the oldest entry first (insertion order); another reader may race us here
+            with contextlib.suppress(RuntimeError, KeyError, StopIteration):
+                del cache[next(iter(cache))]
+        cache[shape] = d
+        return d
+
     def _remember(self, pod: Pod) -> None:
-        self._pods[pod.uid] = pod
-        self._pods.move_to_end(pod.uid)
-        while len(self._pods) > MAX_REMEMBERED_PODS:
-            self._pods.popitem(last=False)
+        with self._small:
+            self._pods[pod.uid] = pod
+            self._pods.move_to_end(pod.uid)
+            while len(self._pods) > MAX_REMEMBERED_PODS:
+                self._pods.popitem(last=False)
 
-    def filter(self, pod: Pod, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-        """(names that pass, failed name -> reason)."""
-        with self._lock:
-            if self._with_assumed:
-                self._expire()
+    def filter(self, pod: Pod, names: Sequence[str], *,
+               shape: int | None = None) -> tuple[list[str], dict[str, str]]:
+        """(names that pass, failed name -> reason). ``shape``: the pod's :meth:`shape_id`
+        when the caller has it (``pod`` is then already an :func:`engine_pod`)."""
+        if self.clock() >= self._next_expiry:
+            self._expire()
+        if shape is None:
             pod = engine_pod(pod)
-            self._remember(pod)
-            shape = self._shape_id(pod)
-            passed: list[str] = []
-            failed: dict[str, str] = {}
-            for name in names:
-                entry = self.nodes.get(name)
-                if entry is None:
-                    failed[name] = self.broken.get(name, UNKNOWN_NODE)
-                    continue
-                ok, _, reason = self._check(entry, pod, shape)
-                if ok:
-                    passed.append(name)
-                else:
-                    failed[name] = reason or "TopologyAffinityError"
-            if len(passed) == 1:
-                self._assume(self.nodes[passed[0]], pod)
-            return passed, failed
+            shape = self.shape_id(pod)
+        self._remember(pod)
+        uid = pod.uid
+        nodes = self.nodes
+        passed: list[str] = []
+        failed: dict[str, str] = {}
+        for name in names:
+            entry = nodes.get(name)
+            if entry is None:
+                failed[name] = self.broken.get(name, UNKNOWN_NODE)
+                continue
+            if entry.assumed and uid in entry.assumed:
+                passed.append(name)
+                continue
+            d = entry.cache.get(shape)
+            if d is None:
+                d = self._miss(entry, pod, shape)
+            if d[0]:
+                passed.append(name)
+            else:
+                failed[name] = d[2] or "TopologyAffinityError"
+        if len(passed) == 1:
+            self._assume(passed[0], pod)
+        return passed, failed
 
-    def prioritize(self, pod: Pod, names: Sequence[str]) -> list[tuple[str, int]]:
+    def prioritize(self, pod: Pod, names: Sequence[str], *,
+                   shape: int | None = None) -> list[tuple[str, int]]:
         """(name, 0..MaxExtenderPriority) per name: the profile's NUMA score (0..100) of the
         nodes that pass, scaled down (rounding down); 0 for the others, and for every node
         when the profile has no NUMA score. A relative score (Volcano's) is taken over the
         passing nodes of this request."""
-        with self._lock:
+        if shape is None:
             pod = engine_pod(pod)
-            shape = self._shape_id(pod)
-            passing: list[tuple[int, int]] = []  # (position in names, NUMA node count)
-            for k, name in enumerate(names):
-                entry = self.nodes.get(name)
-                if entry is not None:
-                    ok, count, _ = self._check(entry, pod, shape)
-                    if ok:
-                        passing.append((k, count))
-            scores = [0] * len(names)
-            numa = self.profile.numa_score
-            if numa is not None and passing:
-                numa_scores = numa.scores([count for _, count in passing], self.max_numa)
-                for (k, _), s in zip(passing, numa_scores, strict=True):
-                    scores[k] = max(0, min(MAX_EXTENDER_PRIORITY, s * MAX_EXTENDER_PRIORITY // 100))
-            return list(zip(names, scores, strict=True))
+            shape = self.shape_id(pod)
+        nodes = self.nodes
+        passing: list[tuple[int, int]] = []  # (position in names, NUMA node count)
+        for k, name in enumerate(names):
+            entry = nodes.get(name)
+            if entry is None:
+                continue
+            a = entry.assumed.get(pod.uid) if entry.assumed else None
+            if a is not None:
+                passing.append((k, a.numa_count))
+                continue
+            d = entry.cache.get(shape)
+            if d is None:
+                d = self._miss(entry, pod, shape)
+            if d[0]:
+                passing.append((k, d[1]))
+        scores = [0] * len(names)
+        numa = self.profile.numa_score
+        if numa is not None and passing:
+            numa_scores = numa.scores([count for _, count in passing], self.max_numa)
+            for (k, _), s in zip(passing, numa_scores, strict=True):
+                scores[k] = max(0, min(MAX_EXTENDER_PRIORITY, s * MAX_EXTENDER_PRIORITY // 100))
+        return list(zip(names, scores, strict=True))
 
-    def _assume(self, entry: NodeEntry, pod: Pod) -> bool:
-        if pod.uid in entry.assumed:
+    def _assume(self, name: str, pod: Pod) -> bool:
+        """Admit ``pod`` into a copy of ``name``'s engine and publish it (write lock)."""
+        with self._write:
+            entry = self.nodes.get(name)
+            if entry is None:
+                return False
+            if pod.uid in entry.assumed:
+                return True
+            node = copy.copy(entry.node)  # shares the machine; admit replaces the state
+            result = node.admit(pod)
+            if not result.admitted:
+                return False
+            # the NUMA nodes the pod holds (as the filter and the simulator count them)
+            count = len(pod_numa_nodes(node.machine, node.state, pod.uid))
+            assumed = dict(entry.assumed)
+            assumed[pod.uid] = Assumed(pod, entry.fingerprint, self.clock(), count)
+            self._publish(entry, node, assumed)
             return True
-        result = entry.node.admit(pod)
-        if not result.admitted:
-            return False
-        # the NUMA nodes the pod holds (as the filter and the simulator count them)
-        count = len(pod_numa_nodes(entry.node.machine, entry.node.state, pod.uid))
-        entry.assumed[pod.uid] = Assumed(pod, entry.fingerprint, self.clock(), count)
-        entry.version += 1
-        self._count_assumed(entry.name)
-        return True
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Assume the pod on ``node`` and bind it through the API (when configured);
         returns the ExtenderBindingResult error ("" = success)."""
-        with self._lock:
+        with self._write:
             entry = self.nodes.get(node)
             if entry is None:
                 raise LookupError(self.broken.get(node, UNKNOWN_NODE))
-            pod = self._pods.get(uid)
+            with self._small:
+                pod = self._pods.get(uid)
             if pod is None:
                 return f"pod {namespace}/{name} ({uid}) was not filtered by this extender"
-            for other in self.nodes.values():  # assumed elsewhere (single-node filter)
+            for other in list(self.nodes.values()):  # assumed elsewhere (single-node filter)
                 if other is not entry and uid in other.assumed:
-                    other.node.release(uid)
-                    del other.assumed[uid]
-                    other.version += 1
-                    self._count_assumed(other.name)
-            if not self._assume(entry, pod):
+                    self._drop_assumed(other, [uid])
+            if not self._assume(node, pod):
                 return f"node {node} no longer admits pod {namespace}/{name}"
         if self.binder is not None:
             try:
