@@ -51,6 +51,8 @@ MAX_REMEMBERED_PODS = 4096
 MAX_SHAPES = 16_384
 #: shapes a rebuilt node evaluates before it is published (its predecessor's, newest first)
 REWARM_SHAPES = 16
+#: decisions shared between nodes of equal NRT content, (content, shape) -> decision (LRU)
+MAX_SHARED = 65_536
 
 
 def engine_pod(pod: Pod) -> Pod:
@@ -95,37 +97,58 @@ class NodeEntry:
     version: int = 0
     assumed: Mapping[str, Assumed] = field(default_factory=dict)
     cache: dict[int, Decision] = field(default_factory=dict)
+    #: digest of the NRT without its metadata: nodes with equal content decide alike
+    content: str = ""
 
 
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def content_digest(obj: Any) -> str:
+    """The digest of what an engine is built from: the NRT without ``metadata`` (names,
+    resourceVersions, annotations); "" if it cannot be taken."""
+    if not isinstance(obj, dict):
+        return ""
+    try:
+        return _digest({k: v for k, v in obj.items() if k != "metadata"})
+    except (TypeError, ValueError, RecursionError):
+        return ""
+
+
 @dataclass(frozen=True)
-class _Built:
+class Built:
     """An NRT object turned into an engine (or the reason it could not be), outside the lock."""
 
     digest: str
     node: Node | None
     fingerprint: str | None
     error: str
+    content: str = ""
 
 
-def _build(obj: Any) -> _Built:
+def build_engine(obj: Any) -> Built:
     try:
         check_nrt(obj)
         digest = _digest(obj)
     except NumalignError as e:
-        return _Built("", None, None, f"unusable NodeResourceTopology: {e.message}")
+        return Built("", None, None, f"unusable NodeResourceTopology: {e.message}")
     except (TypeError, ValueError, RecursionError) as e:
-        return _Built("", None, None, f"unusable NodeResourceTopology: {type(e).__name__}: {e}")
+        return Built("", None, None, f"unusable NodeResourceTopology: {type(e).__name__}: {e}")
     try:
         node = engine_from_nrt(obj)
         fp = fingerprint_of(obj) if isinstance(obj, dict) else None
     except Exception as e:  # one bad object must not stop the others
         msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
-        return _Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
-    return _Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "")
+        return Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
+    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "",
+                 content_digest(obj))
+
+
+#: where updates are built: (NRT object, [(shape id, pod)]) -> (the engine or why not, the
+#: decisions of those pods on it by shape id, their durations in seconds)
+Builder = Callable[[Any, Sequence[tuple[int, Pod]]],
+                   tuple[Built, dict[int, Decision], list[float]]]
 
 
 class ExtenderCore:
@@ -152,7 +175,14 @@ class ExtenderCore:
         binder: Callable[[str, str, str, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         log: Any = sys.stderr,
+        builder: Builder | None = None,
     ) -> None:
+        """``builder``: where node updates are built (a
+        :class:`~numalign.kube.extender.builder.ProcessBuilder` for a worker process);
+        default in this process, on the updating thread."""
+        self.builder = builder
+        #: engine builds so far (one per changed NRT object)
+        self.engines_built = 0
         self.profile = profile or get_profile("numalign")
         if self.profile.filter is None:
             raise InputError(f"profile {self.profile.name!r} has no NUMA filter")
@@ -177,6 +207,7 @@ class ExtenderCore:
         self._shapes: OrderedDict[Any, int] = OrderedDict()
         self._next_shape = 0
         self._shape_pods: dict[int, Pod] = {}  # shape id -> a pod of that shape
+        self._shared: OrderedDict[tuple[str, int], Decision] = OrderedDict()
 
     @property
     def max_numa(self) -> int:
@@ -227,7 +258,27 @@ class ExtenderCore:
             return True
         if digest and self._broken_digest.get(name) == digest:
             return False
-        built = _build(obj)
+        # the shapes the current snapshot answered, decided on the new engine before it is
+        # published (outside every lock: readers keep using the old snapshot): from the
+        # decisions shared by nodes of equal content, else evaluated
+        content = content_digest(obj)
+        shared = self._shared
+        known = {sid: d for sid, _ in self._rewarm_pods(old)
+                 if content and (d := shared.get((content, sid))) is not None}
+        pods = [(sid, p) for sid, p in self._rewarm_pods(old) if sid not in known]
+        self.engines_built += 1
+        if self.builder is not None:
+            built, warm, durations = self.builder(obj, pods)
+            for (sid, _), seconds in zip(pods, durations, strict=False):
+                self._count_evaluation(seconds, warm.get(sid, (True,))[0])
+        else:
+            built = build_engine(obj)
+            warm = {sid: self._evaluate(built.node, pod) for sid, pod in pods} \
+                if built.node is not None else {}
+        if built.content:
+            for sid, d in warm.items():
+                self._share(built.content, sid, d)
+        warm.update(known)
         if built.node is None:
             with self._write:
                 old = self.nodes.pop(name, None)
@@ -239,9 +290,6 @@ class ExtenderCore:
                 self._count_nodes()
             print(f"numalign extender: node {name}: {built.error}", file=self.log)
             return False
-        # the shapes the current snapshot answered, evaluated on the new engine before it is
-        # published (outside every lock: readers keep using the old snapshot meanwhile)
-        warm = self._rewarm(built.node, old)
         with self._write:
             old = self.nodes.get(name)
             entry = self._successor(name, built, old, warm)
@@ -253,20 +301,20 @@ class ExtenderCore:
             self._count_nodes()
         return True
 
-    def _rewarm(self, node: Node, old: NodeEntry | None) -> dict[int, Decision]:
-        """Decisions of the new engine for the shapes ``old`` had cached (before any assumed
-        pod is carried over: only used when none is)."""
+    def _rewarm_pods(self, old: NodeEntry | None) -> list[tuple[int, Pod]]:
+        """(shape id, a pod of that shape) for the shapes ``old`` has decided, newest last;
+        none when it holds assumed pods (its successor's cache starts empty then)."""
         if old is None or old.assumed or not old.cache:
-            return {}
+            return []
         try:
             recent = list(old.cache)[-REWARM_SHAPES:]  # readers may be adding to it
         except RuntimeError:
-            return {}
+            return []
         with self._small:
             pods = [(sid, self._shape_pods.get(sid)) for sid in recent]
-        return {sid: self._evaluate(node, pod) for sid, pod in pods if pod is not None}
+        return [(sid, pod) for sid, pod in pods if pod is not None]
 
-    def _successor(self, name: str, built: _Built, old: NodeEntry | None,
+    def _successor(self, name: str, built: Built, old: NodeEntry | None,
                    warm: dict[int, Decision]) -> NodeEntry:
         """The entry that replaces ``old`` for a newly built engine (under the write lock):
         the assumptions the new NRT does not yet account for are carried over."""
@@ -286,7 +334,7 @@ class ExtenderCore:
                     assumed[uid] = Assumed(a.pod, fp, a.since, a.numa_count)
         version = (old.version + 1) if old is not None else 0
         return NodeEntry(name, built.digest, fp, node, version, assumed,
-                         {} if assumed else warm)
+                         {} if assumed else warm, built.content)
 
     def _count_nodes(self) -> None:
         self.metrics.nodes.set(len(self.nodes))
@@ -313,7 +361,7 @@ class ExtenderCore:
     def _publish(self, old: NodeEntry, node: Node, assumed: Mapping[str, Assumed]) -> None:
         """Swap in the successor of ``old`` with another engine state (under the write lock)."""
         self.nodes[old.name] = NodeEntry(old.name, old.digest, old.fingerprint, node,
-                                         old.version + 1, assumed, {})
+                                         old.version + 1, assumed, {}, old.content)
         self._count_assumed(old.name)
 
     def _drop_assumed(self, entry: NodeEntry, uids: Sequence[str]) -> None:
@@ -353,14 +401,32 @@ class ExtenderCore:
     def _evaluate(self, node: Node, pod: Pod) -> Decision:
         t0 = time.perf_counter()
         res = self._decide(node, pod)
-        self.metrics.admission_duration.observe(time.perf_counter() - t0)
-        self.metrics.admission_requests.inc()
-        if not res.passed:
-            self.metrics.admission_errors.inc()
+        self._count_evaluation(time.perf_counter() - t0, res.passed)
         return res.passed, res.numa_count, res.reason
 
+    def _count_evaluation(self, seconds: float, passed: bool) -> None:
+        self.metrics.admission_duration.observe(seconds)
+        self.metrics.admission_requests.inc()
+        if not passed:
+            self.metrics.admission_errors.inc()
+
+    def _share(self, content: str, shape: int, d: Decision) -> None:
+        with self._small:
+            self._shared[(content, shape)] = d
+            if len(self._shared) > MAX_SHARED:
+                self._shared.popitem(last=False)
+
     def _miss(self, entry: NodeEntry, pod: Pod, shape: int) -> Decision:
-        d = self._evaluate(entry.node, pod)
+        """The decision for a shape this snapshot has not seen: from a node of equal content
+        (both without assumed pods), else the engine's."""
+        d = None
+        if entry.content and not entry.assumed:
+            d = self._shared.get((entry.content, shape))
+            if d is None:
+                d = self._evaluate(entry.node, pod)
+                self._share(entry.content, shape, d)
+        else:
+            d = self._evaluate(entry.node, pod)
         cache = entry.cache
         if len(cache) >= CACHE_PER_NODE:
             # the oldest entry first (insertion order); another reader may race us here
@@ -406,7 +472,11 @@ class ExtenderCore:
             else:
                 failed[name] = d[2] or "TopologyAffinityError"
         if len(passed) == 1:
-            self._assume(passed[0], pod)
+            # decided on a snapshot; another request may have assumed a pod there since:
+            # the admission into the current snapshot is what counts
+            why = self._assume(passed[0], pod)
+            if why:
+                failed[passed.pop()] = why
         return passed, failed
 
     def prioritize(self, pod: Pod, names: Sequence[str], *,
@@ -441,24 +511,25 @@ class ExtenderCore:
                 scores[k] = max(0, min(MAX_EXTENDER_PRIORITY, s * MAX_EXTENDER_PRIORITY // 100))
         return list(zip(names, scores, strict=True))
 
-    def _assume(self, name: str, pod: Pod) -> bool:
-        """Admit ``pod`` into a copy of ``name``'s engine and publish it (write lock)."""
+    def _assume(self, name: str, pod: Pod) -> str:
+        """Admit ``pod`` into a copy of ``name``'s engine and publish it (write lock);
+        "" when assumed (or already), else why not."""
         with self._write:
             entry = self.nodes.get(name)
             if entry is None:
-                return False
+                return self.broken.get(name, UNKNOWN_NODE)
             if pod.uid in entry.assumed:
-                return True
+                return ""
             node = copy.copy(entry.node)  # shares the machine; admit replaces the state
             result = node.admit(pod)
             if not result.admitted:
-                return False
+                return f"{result.reason}: {result.message}"
             # the NUMA nodes the pod holds (as the filter and the simulator count them)
             count = len(pod_numa_nodes(node.machine, node.state, pod.uid))
             assumed = dict(entry.assumed)
             assumed[pod.uid] = Assumed(pod, entry.fingerprint, self.clock(), count)
             self._publish(entry, node, assumed)
-            return True
+            return ""
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Assume the pod on ``node`` and bind it through the API (when configured);
@@ -474,7 +545,7 @@ class ExtenderCore:
             for other in list(self.nodes.values()):  # assumed elsewhere (single-node filter)
                 if other is not entry and uid in other.assumed:
                     self._drop_assumed(other, [uid])
-            if not self._assume(node, pod):
+            if self._assume(node, pod):
                 return f"node {node} no longer admits pod {namespace}/{name}"
         if self.binder is not None:
             try:
