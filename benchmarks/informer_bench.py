@@ -11,8 +11,11 @@ Load model (printed with the results):
   connection sending pre-encoded requests), so their CPU is not billed to the server's
   process or GIL; on a small machine they still compete with the server for the cores.
 * **server**: the real HTTP service (:func:`serve_in_thread`) in this process.
+* **nodes**: one machine type (2 NUMA nodes, 32 CPUs, 4 GPUs), each node with its own CPU
+  availability per NUMA zone (about 700 distinct NRT contents; nodes of equal content share
+  decisions, so the count is printed).
 * **updates**: a paced stream of ``UPDATES_PER_SECOND`` watch events (MODIFIED, one random
-  node's CPU availability changed), each decoded from JSON with the bounded reader and applied
+  node's CPU availability redrawn), each decoded from JSON with the bounded reader and applied
   with :meth:`ExtenderCore.update_node` - what the informer does per event - on a thread of
   the server process; the engine and the re-evaluation of the node's cached pod shapes are
   built in the extender's builder process (:class:`ProcessBuilder`, as ``extender serve``
@@ -52,6 +55,7 @@ if __package__ in (None, ""):
 from benchmarks.timing import p99_ms
 from numalign.kube.extender import ExtenderCore, serve_in_thread
 from numalign.kube.extender.builder import ProcessBuilder
+from numalign.kube.extender.core import content_digest
 from numalign.kube.topology import build_nrt
 from numalign.machine.spec import load_machine
 from numalign.node.admission import Node
@@ -97,11 +101,23 @@ def kube_pod(name: str, cpu: int, memory: str, gpus: int = 0,
                                      "resources": {"limits": limits}}]}}
 
 
+def vary(obj: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """``obj`` with the CPUs available on each NUMA zone drawn from 4..allocatable (nodes
+    loaded differently: about 27 x 27 distinct NRT contents)."""
+    out = copy.deepcopy(obj)
+    for zone in out["zones"]:
+        for r in zone["resources"]:
+            if r["name"] == "cpu":
+                r["available"] = str(rng.randint(4, int(r["allocatable"])))
+    return out
+
+
 def objects(n: int) -> dict[str, dict[str, Any]]:
     template = build_nrt(Node(load_machine(MACHINE)), name="t")
+    rng = random.Random(0)
     out = {}
     for i in range(n):
-        o = copy.deepcopy(template)
+        o = vary(template, rng)
         o["metadata"]["name"] = f"node-{i:05d}"
         out[o["metadata"]["name"]] = o
     return out
@@ -212,9 +228,7 @@ class Updater:
         self.events: list[tuple[str, bytes]] = []
         for _ in range(int(rate * (PHASE_SECONDS + 5))):
             name = rng.choice(names)
-            obj = copy.deepcopy(objs[name])
-            cpu = obj["zones"][1]["resources"][0]
-            cpu["available"] = str(rng.randint(4, int(cpu["allocatable"])))
+            obj = vary(objs[name], rng)
             self.events.append((name, json.dumps({"type": "MODIFIED", "object": obj}).encode()))
         self.applied = 0
         self.built = 0
@@ -273,7 +287,7 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
         core.set_nodes(objs)
         result["initial_list_cpu_s"] = time.process_time() - c0
         if builder is not None:
-            builder.start()
+            builder.start().result(120)
         core.builder = builder
         names = sorted(objs)
         c0 = time.process_time()
@@ -284,6 +298,9 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
                               **kube_pod(f"warm-{k}", cpu, mem, gpus)})[0]
             core.filter(pod, names)
         result["warm_cpu_s"] = time.process_time() - c0
+        distinct = len({content_digest(o) for o in objs.values()})
+        print(f"  {distinct} distinct NRT contents among the {nodes} nodes (nodes of equal "
+              "content share decisions)")
         print(f"  initial list {result['initial_list_cpu_s']:.1f} s CPU, cache warm-up "
               f"({len(SHAPES)} shapes x {nodes} nodes) {result['warm_cpu_s']:.1f} s CPU, "
               f"RSS {rss_start:.0f} -> {rss_mb():.0f} MiB")

@@ -17,7 +17,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -64,10 +64,10 @@ class ProcessBuilder:
                     max_workers=1, mp_context=multiprocessing.get_context("spawn"))
             return self._pool
 
-    def start(self) -> None:
-        """Start the worker now (it imports numalign: about a second), not on the first
-        update."""
-        self._executor().submit(build_and_decide, self.profile, None, []).result(self.timeout)
+    def start(self) -> Future[Any]:
+        """Start the worker now (it imports numalign: about a second) rather than on the
+        first update; the future is done when the worker answers."""
+        return self._executor().submit(build_and_decide, self.profile, None, [])
 
     def __call__(self, obj: Any, pods: Sequence[tuple[int, Pod]],
                  ) -> tuple[Built, dict[int, Decision], list[float]]:

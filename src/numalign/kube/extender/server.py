@@ -22,12 +22,14 @@ from typing import Any
 
 from numalign.errors import InputError, NumalignError
 from numalign.kube.extender import wire
+from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import ExtenderCore
 from numalign.kube.extender.podcache import PodCache
 from numalign.kube.extender.sources import ApiSource, DirSource, run_source
 from numalign.kube.extender.wire import BadRequest
 from numalign.kube.metrics import CONTENT_TYPE
 from numalign.kube.openapi import openapi_document
+from numalign.scheduler import get_profile
 from numalign.yamlfiles import loads_json
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
@@ -573,6 +575,16 @@ def _listen(host: str, port: int, flag: str, make: Callable[[tuple[str, int]], E
         raise InputError(f"cannot listen on {host}:{port}: {why}", where) from None
 
 
+def _process_builder(core: ExtenderCore) -> ProcessBuilder | None:
+    """A worker process for node updates when the core's profile can be rebuilt there by
+    name (its filter is the registered one); else ``None`` (build on the update thread)."""
+    try:
+        same = get_profile(core.profile.name).filter is core.profile.filter
+    except InputError:
+        return None
+    return ProcessBuilder(core.profile.name) if same else None
+
+
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -618,6 +630,7 @@ def serve(
     else:
         raise InputError("give --nrt-dir DIR or --kubeconfig FILE (or --in-cluster)")
     core = ExtenderCore(assume_ttl=assume_ttl, binder=binder)
+    builder = _process_builder(core)
     server = _listen(host, port, "--port", lambda addr: ExtenderServer(
         addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
         max_connections=max_connections))
@@ -630,6 +643,9 @@ def serve(
         except InputError:
             server.server_close()
             raise
+    if builder is not None:  # node updates are built in a worker process, outside our GIL
+        builder.start()
+        core.builder = builder
     stop = threading.Event()
     t = threading.Thread(target=run_source, args=(core, source, stop, resync), daemon=True)
     t.start()
@@ -641,6 +657,8 @@ def serve(
         server.serve_forever()
     finally:
         stop.set()
+        if builder is not None:
+            builder.close()
         for srv in servers:
             with contextlib.suppress(Exception):
                 if srv is not server:
