@@ -348,11 +348,16 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
             "update_p99_ms": p99_ms(updater.update_s) if updater.update_s else float("nan"),
             "updater_cpu_ms_per_update": updater.cpu / max(1, updater.applied) * 1e3,
         }
+        if builder is not None:
+            result["updates"]["builder_cpu_ms_per_update"] = (
+                builder.cpu_seconds / max(1, builder.builds) * 1e3)
         u = result["updates"]
         print(f"  updates    : {u['applied_per_s']:.1f}/s applied of {asked}/s asked, engines "
               f"built per update {u['engines_per_update']:.2f}, update p99 "
               f"{u['update_p99_ms']:.2f} ms, updater CPU {u['updater_cpu_ms_per_update']:.2f} "
-              f"ms per update in the server process (decode, {'build, re-evaluate cached shapes' if in_thread else 'IPC, unpickle the built engine'}, swap)")
+              f"ms per update in the server process (decode, {'build, re-evaluate cached shapes' if in_thread else 'IPC, unpickle the built engine'}, swap)"
+              + ("" if builder is None else f"; builder process CPU "
+                 f"{u['builder_cpu_ms_per_update']:.2f} ms per update (checks, engine, shapes)"))
         result["rss_phases_mb"] = [round(r, 1) for r in rss_phase]
         print(f"  RSS before/after each phase: {result['rss_phases_mb']} MiB; load average "
               f"{os.getloadavg()[0]:.1f} at the end")

@@ -47,6 +47,14 @@ def build_and_decide(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
     return built, decisions, durations
 
 
+def _timed(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
+           ) -> tuple[tuple[Built, dict[int, Decision], list[float]], float]:
+    """:func:`build_and_decide` and the worker's CPU seconds for it."""
+    c0 = time.process_time()
+    out = build_and_decide(profile, obj, pods)
+    return out, time.process_time() - c0
+
+
 class ProcessBuilder:
     """Runs :func:`build_and_decide` in one worker process (``spawn``), started on first use."""
 
@@ -56,6 +64,9 @@ class ProcessBuilder:
         self.timeout = timeout
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        #: builds done in the worker and the worker's CPU seconds for them
+        self.builds = 0
+        self.cpu_seconds = 0.0
 
     def _executor(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -73,12 +84,14 @@ class ProcessBuilder:
                  ) -> tuple[Built, dict[int, Decision], list[float]]:
         pool = self._executor()
         try:
-            return pool.submit(build_and_decide, self.profile, obj, list(pods)).result(
-                self.timeout)
+            out, cpu = pool.submit(_timed, self.profile, obj, list(pods)).result(self.timeout)
         except (BrokenProcessPool, TimeoutError) as e:
             self._restart(pool)
             why = "timed out" if isinstance(e, TimeoutError) else "worker process died"
             return Built("", None, None, f"unusable NodeResourceTopology: engine build {why}"), {}, []
+        self.builds += 1
+        self.cpu_seconds += cpu
+        return out
 
     def _restart(self, pool: ProcessPoolExecutor) -> None:
         with self._lock:
