@@ -31,7 +31,8 @@ Load model (printed with the results):
   names and uids) through the service path without HTTP (ExtenderArgs -> pod cache -> filter).
 
 Run: ``python -m benchmarks informer_bench`` (or ``python benchmarks/informer_bench.py
-[nodes] [clients]``).
+[nodes] [clients]``); ``python benchmarks/informer_bench.py cpu [nodes]`` measures the server's
+CPU per ``/filter`` with one sequential client instead (no queueing, no updates).
 """
 
 from __future__ import annotations
@@ -398,6 +399,59 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
     return result
 
 
+def _sequential_client(port: int, names: list[str], calls: int, out: Any) -> None:
+    rng = random.Random(0)
+    reqs = [_request(json.dumps({"Pod": kube_pod(f"s-{k}", *SHAPES[k % len(SHAPES)]),
+                                 "Nodes": None,
+                                 "NodeNames": rng.sample(names, NAMES_PER_CALL)}).encode())
+            for k in range(calls)]
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray()
+    out.put("ready")
+    errors = sum(not _exchange(sock, r, buf) for r in reqs)
+    sock.close()
+    out.put(errors)
+
+
+def cpu_per_filter(nodes: int = 500, calls: int = 3000) -> float:
+    """Server CPU per ``/filter`` with ONE sequential client (another process), warm caches,
+    no updates: the extender's cost per call without any queueing. Returns milliseconds."""
+    objs = objects(nodes)
+    core = ExtenderCore(log=io.StringIO())
+    core.set_nodes(objs)
+    names = sorted(objs)
+    from numalign.pods import parse_pods
+
+    for k, (cpu, mem, gpus) in enumerate(SHAPES):
+        core.filter(parse_pods({"apiVersion": "v1", "kind": "Pod",
+                                **kube_pod(f"warm-{k}", cpu, mem, gpus)})[0], names)
+    server = serve_in_thread(core)
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        q = ctx.Queue()
+        proc = ctx.Process(target=_sequential_client,
+                           args=(server.server_address[1], names, calls, q))
+        proc.start()
+        assert q.get(timeout=120) == "ready"
+        t0 = os.times()
+        errors = q.get(timeout=600)
+        t1 = os.times()
+        proc.join(30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    user = (t1.user - t0.user) / calls * 1e3
+    system = (t1.system - t0.system) / calls * 1e3
+    print(f"server CPU per /filter, one sequential client, {nodes} nodes, {calls} calls: "
+          f"{user + system:.3f} ms (user {user:.3f}, system {system:.3f}), errors {errors}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    return user + system
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else NODES,
-         int(sys.argv[2]) if len(sys.argv) > 2 else CLIENTS)
+    if sys.argv[1:2] == ["cpu"]:
+        cpu_per_filter(int(sys.argv[2]) if len(sys.argv) > 2 else 500)
+    else:
+        main(int(sys.argv[1]) if len(sys.argv) > 1 else NODES,
+             int(sys.argv[2]) if len(sys.argv) > 2 else CLIENTS)

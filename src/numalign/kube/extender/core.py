@@ -262,10 +262,14 @@ class ExtenderCore:
         # published (outside every lock: readers keep using the old snapshot): from the
         # decisions shared by nodes of equal content, else evaluated
         content = content_digest(obj)
-        shared = self._shared
-        known = {sid: d for sid, _ in self._rewarm_pods(old)
-                 if content and (d := shared.get((content, sid))) is not None}
-        pods = [(sid, p) for sid, p in self._rewarm_pods(old) if sid not in known]
+        known: dict[int, Decision] = {}
+        pods: list[tuple[int, Pod]] = []
+        for sid, p in self._rewarm_pods(old):
+            d = self._shared.get((content, sid)) if content else None
+            if d is not None:
+                known[sid] = d
+            else:
+                pods.append((sid, p))
         self.engines_built += 1
         if self.builder is not None:
             built, warm, durations = self.builder(obj, pods)
