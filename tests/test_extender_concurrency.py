@@ -215,3 +215,25 @@ def test_builder_in_a_worker_process_matches_the_in_process_build() -> None:
         assert ("a" in core.filter(pod("z", "3"), ["a", "b"])[0]) == reference()[(2, "3")]
     finally:
         builder.close()
+
+
+def test_async_updates_apply_in_order_and_a_removal_voids_them() -> None:
+    from numalign.kube.extender.core import content_digest
+
+    builder = ProcessBuilder()
+    try:
+        builder.start().result(120)
+        core = ExtenderCore(log=io.StringIO(), builder=builder)
+        core.set_nodes({"a": version("a", 0), "c": version("c", 3)})
+        futures = [core.update_node_async("a", version("a", v)) for v in (1, 2, 3, 0, 2)]
+        results = [f.result(120) for f in futures]
+        assert results[-1] is True  # the newest is published, earlier ones may be superseded
+        assert core.nodes["a"].content == content_digest(version("a", 2))
+        assert core.engines_built == 2 + 5
+        pending = core.update_node_async("b", version("b", 1))
+        core.remove_node("b")
+        assert pending.result(120) is False and "b" not in core.nodes
+        hostile = core.update_node_async("c", ["not", "an", "nrt"])
+        assert hostile.result(120) is False and "c" in core.broken
+    finally:
+        builder.close()

@@ -93,6 +93,34 @@ class ProcessBuilder:
         self.cpu_seconds += cpu
         return out
 
+    def submit(self, obj: Any, pods: Sequence[tuple[int, Pod]],
+               ) -> Future[tuple[Built, dict[int, Decision], list[float]]]:
+        """Queue one build; the future's result is what :meth:`__call__` returns (a worker
+        that dies gives a refused node, not an exception). Builds run in submission order."""
+        out: Future[tuple[Built, dict[int, Decision], list[float]]] = Future()
+        pool = self._executor()
+
+        def done(f: Future[Any]) -> None:
+            try:
+                res, cpu = f.result()
+            except Exception:  # the worker died, or the pool was shut down
+                self._restart(pool)
+                out.set_result((Built("", None, None, "unusable NodeResourceTopology: engine "
+                                      "build worker process died"), {}, []))
+                return
+            self.builds += 1
+            self.cpu_seconds += cpu
+            out.set_result(res)
+
+        try:
+            inner = pool.submit(_timed, self.profile, obj, list(pods))
+        except (BrokenProcessPool, RuntimeError):
+            self._restart(pool)
+            pool = self._executor()
+            inner = pool.submit(_timed, self.profile, obj, list(pods))
+        inner.add_done_callback(done)
+        return out
+
     def _restart(self, pool: ProcessPoolExecutor) -> None:
         with self._lock:
             if self._pool is pool:

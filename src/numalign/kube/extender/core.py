@@ -24,6 +24,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -151,6 +152,15 @@ Builder = Callable[[Any, Sequence[tuple[int, Pod]]],
                    tuple[Built, dict[int, Decision], list[float]]]
 
 
+@dataclass
+class _Pending:
+    """An update between its checks and its build: the shapes to decide on the new engine,
+    and those already decided for nodes of equal content."""
+
+    pods: list[tuple[int, Pod]] = field(default_factory=list)
+    known: dict[int, Decision] = field(default_factory=dict)
+
+
 class ExtenderCore:
     """The extender's logic without HTTP: node engines, assumptions, filter/score/bind.
 
@@ -208,6 +218,8 @@ class ExtenderCore:
         self._next_shape = 0
         self._shape_pods: dict[int, Pod] = {}  # shape id -> a pod of that shape
         self._shared: OrderedDict[tuple[str, int], Decision] = OrderedDict()
+        self._seq: dict[str, int] = {}  # node -> newest update's sequence number
+        self._in_flight: dict[str, int] = {}  # node -> updates queued to the builder
 
     @property
     def max_numa(self) -> int:
@@ -239,6 +251,7 @@ class ExtenderCore:
 
     def remove_node(self, name: str) -> None:
         with self._write:
+            self._seq[name] = self._seq.get(name, 0) + 1  # updates still in flight are void
             old = self.nodes.pop(name, None)
             self._count_numa(old, None)
             self.broken.pop(name, None)
@@ -249,42 +262,99 @@ class ExtenderCore:
     def update_node(self, name: str, obj: Any) -> bool:
         """Add or replace one node from its NRT object; ``False`` if it is unusable (it is then
         refused with the reason, the other nodes are untouched)."""
+        prep = self._prepare(name, obj)
+        if isinstance(prep, bool):
+            return prep
+        seq = self._bump(name)
+        if self.builder is not None:
+            built, warm, durations = self.builder(obj, prep.pods)
+        else:
+            built = build_engine(obj)
+            warm = {sid: self._evaluate(built.node, pod) for sid, pod in prep.pods} \
+                if built.node is not None else {}
+            durations = []
+        return self._finish(name, prep, built, warm, durations, seq)
+
+    def update_node_async(self, name: str, obj: Any) -> Future[bool]:
+        """:meth:`update_node` without waiting for the build when the builder can queue
+        (:meth:`ProcessBuilder.submit`): several updates in flight, each node's applied in
+        order (a later update or removal of the node supersedes an earlier one still being
+        built). Otherwise the update is made now and the future is done."""
+        out: Future[bool] = Future()
+        submit = getattr(self.builder, "submit", None)
+        if submit is None:
+            out.set_result(self.update_node(name, obj))
+            return out
+        prep = self._prepare(name, obj)
+        if isinstance(prep, bool):
+            out.set_result(prep)
+            return out
+        seq = self._bump(name)
+        with self._write:
+            self._in_flight[name] = self._in_flight.get(name, 0) + 1
+
+        def done(f: Future[Any]) -> None:
+            try:
+                built, warm, durations = f.result()
+                out.set_result(self._finish(name, prep, built, warm, durations, seq))
+            except Exception as e:  # reported to whoever waits on the future
+                out.set_exception(e)
+            finally:
+                with self._write:
+                    left = self._in_flight.pop(name, 1) - 1
+                    if left:
+                        self._in_flight[name] = left
+
+        submit(obj, prep.pods).add_done_callback(done)
+        return out
+
+    def _bump(self, name: str) -> int:
+        """A new update sequence number for ``name`` (only the newest may be installed)."""
+        with self._write:
+            seq = self._seq[name] = self._seq.get(name, 0) + 1
+        return seq
+
+    def _prepare(self, name: str, obj: Any) -> bool | _Pending:
+        """``True``/``False`` when ``obj`` needs no build (unchanged, or the same unusable
+        object again), else what the build needs: the shapes the current snapshot answered,
+        decided on the new engine before it is published - from the decisions shared by nodes
+        of equal content where known, else by the builder."""
         old = self.nodes.get(name)
         try:
             digest = _digest(obj) if old is not None or name in self.broken else ""
         except (TypeError, ValueError, RecursionError):
             digest = ""
+        if self._in_flight.get(name):
+            digest = ""  # an older update is being built: compare with nothing, supersede it
         if digest and old is not None and old.digest == digest:
             return True
         if digest and self._broken_digest.get(name) == digest:
             return False
-        # the shapes the current snapshot answered, decided on the new engine before it is
-        # published (outside every lock: readers keep using the old snapshot): from the
-        # decisions shared by nodes of equal content, else evaluated
         content = content_digest(obj)
-        known: dict[int, Decision] = {}
-        pods: list[tuple[int, Pod]] = []
+        pending = _Pending()
         for sid, p in self._rewarm_pods(old):
             d = self._shared.get((content, sid)) if content else None
             if d is not None:
-                known[sid] = d
+                pending.known[sid] = d
             else:
-                pods.append((sid, p))
+                pending.pods.append((sid, p))
         self.engines_built += 1
-        if self.builder is not None:
-            built, warm, durations = self.builder(obj, pods)
-            for (sid, _), seconds in zip(pods, durations, strict=False):
-                self._count_evaluation(seconds, warm.get(sid, (True,))[0])
-        else:
-            built = build_engine(obj)
-            warm = {sid: self._evaluate(built.node, pod) for sid, pod in pods} \
-                if built.node is not None else {}
+        return pending
+
+    def _finish(self, name: str, prep: _Pending, built: Built, warm: dict[int, Decision],
+                durations: Sequence[float], seq: int) -> bool:
+        """Publish a built update (or mark the node unusable), unless a newer update or a
+        removal of the node came meanwhile."""
+        for (sid, _), seconds in zip(prep.pods, durations, strict=False):
+            self._count_evaluation(seconds, warm.get(sid, (True,))[0])
         if built.content:
             for sid, d in warm.items():
                 self._share(built.content, sid, d)
-        warm.update(known)
+        warm.update(prep.known)
         if built.node is None:
             with self._write:
+                if self._seq.get(name) != seq:
+                    return False
                 old = self.nodes.pop(name, None)
                 self.broken[name] = built.error
                 if built.digest:
@@ -295,6 +365,8 @@ class ExtenderCore:
             print(f"numalign extender: node {name}: {built.error}", file=self.log)
             return False
         with self._write:
+            if self._seq.get(name) != seq:
+                return False  # superseded
             old = self.nodes.get(name)
             entry = self._successor(name, built, old, warm)
             self.broken.pop(name, None)

@@ -219,7 +219,8 @@ class ApiSource:
             core.remove_node(name)
             core.metrics.node_updates.labels("deleted").inc()
         elif kind in ("ADDED", "MODIFIED"):
-            core.update_node(name, obj)
+            # queued when the core builds in a worker process: the watch reads on meanwhile
+            core.update_node_async(name, obj)
             core.metrics.node_updates.labels(kind.lower()).inc()
         return rv
 
