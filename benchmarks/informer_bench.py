@@ -363,7 +363,7 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
                 builder.cpu_seconds / max(1, builder.builds) * 1e3)
         u = result["updates"]
         print(f"  updates    : {u['applied_per_s']:.1f}/s applied ({u['submitted_per_s']:.1f}/s "
-              f"received) of {asked}/s asked, engines "
+              f"taken from the stream, at most 8 queued) of {asked}/s asked, engines "
               f"built per update {u['engines_per_update']:.2f}, update p99 "
               f"{u['update_p99_ms']:.2f} ms (event to published), updater thread CPU "
               f"{u['updater_cpu_ms_per_update']:.2f} ms per update (decode, "

@@ -52,6 +52,8 @@ MAX_REMEMBERED_PODS = 4096
 MAX_SHAPES = 16_384
 #: shapes a rebuilt node evaluates before it is published (its predecessor's, newest first)
 REWARM_SHAPES = 16
+#: node updates queued to a builder process at once (update_node_async waits beyond)
+MAX_QUEUED_UPDATES = 8
 #: decisions shared between nodes of equal NRT content, (content, shape) -> decision (LRU)
 MAX_SHARED = 65_536
 
@@ -220,6 +222,7 @@ class ExtenderCore:
         self._shared: OrderedDict[tuple[str, int], Decision] = OrderedDict()
         self._seq: dict[str, int] = {}  # node -> newest update's sequence number
         self._in_flight: dict[str, int] = {}  # node -> updates queued to the builder
+        self._queue_slots = threading.BoundedSemaphore(MAX_QUEUED_UPDATES)
 
     @property
     def max_numa(self) -> int:
@@ -279,7 +282,10 @@ class ExtenderCore:
         """:meth:`update_node` without waiting for the build when the builder can queue
         (:meth:`ProcessBuilder.submit`): several updates in flight, each node's applied in
         order (a later update or removal of the node supersedes an earlier one still being
-        built). Otherwise the update is made now and the future is done."""
+        built). Otherwise the update is made now and the future is done. At most
+        :data:`MAX_QUEUED_UPDATES` wait for the builder: the next caller waits for a slot (the
+        watch stops reading, the API server keeps the events), so a builder that cannot keep
+        up shows as a lower update rate, not as a growing backlog."""
         out: Future[bool] = Future()
         submit = getattr(self.builder, "submit", None)
         if submit is None:
@@ -289,6 +295,7 @@ class ExtenderCore:
         if isinstance(prep, bool):
             out.set_result(prep)
             return out
+        self._queue_slots.acquire()
         seq = self._bump(name)
         with self._write:
             self._in_flight[name] = self._in_flight.get(name, 0) + 1
@@ -304,8 +311,16 @@ class ExtenderCore:
                     left = self._in_flight.pop(name, 1) - 1
                     if left:
                         self._in_flight[name] = left
+                self._queue_slots.release()
 
-        submit(obj, prep.pods).add_done_callback(done)
+        try:
+            queued = submit(obj, prep.pods)
+        except BaseException:
+            with self._write:
+                self._in_flight[name] -= 1
+            self._queue_slots.release()
+            raise
+        queued.add_done_callback(done)
         return out
 
     def _bump(self, name: str) -> int:
