@@ -334,13 +334,15 @@ class ExtenderCore:
         object again), else what the build needs: the shapes the current snapshot answered,
         decided on the new engine before it is published - from the decisions shared by nodes
         of equal content where known, else by the builder."""
+        # an older update still being built: compare with nothing, supersede it (read before
+        # the published entry: once nothing is in flight, that entry is the latest)
+        in_flight = bool(self._in_flight.get(name))
         old = self.nodes.get(name)
         try:
-            digest = _digest(obj) if old is not None or name in self.broken else ""
+            digest = _digest(obj) if not in_flight and (old is not None or name in self.broken) \
+                else ""
         except (TypeError, ValueError, RecursionError):
             digest = ""
-        if self._in_flight.get(name):
-            digest = ""  # an older update is being built: compare with nothing, supersede it
         if digest and old is not None and old.digest == digest:
             return True
         if digest and self._broken_digest.get(name) == digest:
