@@ -186,12 +186,16 @@ def read_yaml_documents(path: str, what: str = "", *, invalid: str = "invalid YA
 # --------------------------------------------------------------------------- JSON
 
 
+_COLLECTIONS = (dict, list)
+_PLAIN_SCALARS = frozenset({str, float, bool, type(None)})
+
+
 def check_tree(doc: Any, source: str | None) -> None:
     """Refuse a decoded document beyond the depth, size and integer caps (iterative walk)."""
     max_bits = int(MAX_INT_DIGITS * 3.33)
     if type(doc) is int and doc.bit_length() > max_bits:
         raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
-    if not isinstance(doc, dict | list):
+    if not isinstance(doc, _COLLECTIONS):
         return
     stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(doc, 1)]
     nodes = 1
@@ -203,8 +207,10 @@ def check_tree(doc: Any, source: str | None) -> None:
         nodes += len(children)
         if nodes > MAX_NODES:
             raise InputError(f"more than {MAX_NODES} values", source)
+        if _PLAIN_SCALARS.issuperset(map(type, children)):
+            continue  # only strings, floats, booleans, nulls below (checked at C speed)
         for child in children:
-            if isinstance(child, dict | list):
+            if isinstance(child, _COLLECTIONS):  # a tuple: no union object per value
                 stack.append((child, depth + 1))
             elif type(child) is int and child.bit_length() > max_bits:
                 raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import yaml
 
@@ -45,6 +45,9 @@ VERSION = "v1alpha2"
 PLURAL = "noderesourcetopologies"
 #: the synthetic occupant of the usage the kubelet's podresources API reports
 PODRESOURCES_UID = "numalign.io/podresources"
+
+if TYPE_CHECKING:
+    from numalign.kube.metrics import ExporterMetrics
 
 
 def read_kubelet_config(path: str) -> dict[str, Any]:
@@ -242,9 +245,13 @@ def run_loop(
     poll: float = 1.0,
     stop: threading.Event | None = None,
     log: TextIO | None = None,
+    metrics: ExporterMetrics | None = None,
 ) -> int:
     """Export once (``interval`` None) or until ``stop``: every ``interval`` seconds and when a
-    watched file's mtime changes. Returns 0, or 1 when the single export failed."""
+    watched file's mtime changes. Returns 0, or 1 when the single export failed.
+
+    Each round is recorded in ``metrics`` (default: the ones ``--metrics-port`` serves, if
+    any): its duration, the object published and the time, or the stage that failed."""
     if interval is not None and not interval > 0:
         raise InputError("must be a positive number of seconds", "--interval")
     if not poll > 0:
@@ -252,17 +259,29 @@ def run_loop(
     stop = stop or threading.Event()
     log = log if log is not None else sys.stderr
     watched = exporter.sources.watched()
+    if metrics is None:
+        from numalign.kube.metrics import active_exporter_metrics
+
+        metrics = active_exporter_metrics()
     while True:
         seen = _mtimes(watched)
+        t0 = time.perf_counter()
         obj = exporter.refresh(log, once=interval is None)
+        failed = "collect" if obj is None else ""
         if obj is not None:
             try:
                 publish(obj)
             except Exception as e:  # API errors: keep running, retry next round
                 print(one_line(f"numalign export: publish failed: {type(e).__name__}: {e}"), file=log)
-                if interval is None:
-                    return 1
-        elif interval is None:
+                failed = "publish"
+        if metrics is not None:
+            metrics.duration.observe(time.perf_counter() - t0)
+            if failed:
+                metrics.errors.labels(failed).inc()
+            else:
+                metrics.published.inc()
+                metrics.last_success.set(time.time())
+        if failed and interval is None:
             return 1
         if interval is None:
             return 0

@@ -1,4 +1,4 @@
-"""The extender's Prometheus metrics, with ``prometheus_client``.
+"""The extender's and the exporter's Prometheus metrics, with ``prometheus_client``.
 
 Every name carries numalign's own prefix: the extender evaluates node admissions the way the
 kubelet's Topology Manager would, but it is not the kubelet, and its series must not be mistaken
@@ -87,21 +87,69 @@ class ExtenderMetrics:
         return text
 
 
-def serve_exporter_metrics(host: str, port: int) -> Any:
-    """Serve the exporter's ``/metrics`` (process metrics and ``numalign_exporter_info``) on a
-    daemon thread - what its DaemonSet probes and scrapes. Returns the HTTP server."""
-    pc = _prometheus()
-    r = pc.CollectorRegistry()
-    pc.ProcessCollector(registry=r)
-    pc.PlatformCollector(registry=r)
-    info = pc.Info("numalign_exporter", "The numalign NodeResourceTopology exporter.", registry=r)
-    from numalign import __version__
+#: buckets of one export round, collect and publish (seconds)
+EXPORT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+EXPORTER_PREFIX = "numalign_exporter"
 
-    info.info({"version": __version__})
+
+class ExporterMetrics:
+    """The exporter's metrics: liveness (process collectors, ``numalign_exporter_info``) and
+    the export loop's health (last success, errors by stage, round duration, objects
+    published)."""
+
+    def __init__(self) -> None:
+        pc = self._client = _prometheus()
+        r = self.registry = pc.CollectorRegistry()
+        pc.ProcessCollector(registry=r)
+        pc.PlatformCollector(registry=r)
+        from numalign import __version__
+
+        pc.Info(EXPORTER_PREFIX, "The numalign NodeResourceTopology exporter.",
+                registry=r).info({"version": __version__})
+        self.last_success = pc.Gauge(
+            f"{EXPORTER_PREFIX}_last_success_timestamp_seconds",
+            "Unix time of the last export round that collected and published its object "
+            "(0: none yet).", registry=r)
+        self.errors = pc.Counter(
+            f"{EXPORTER_PREFIX}_errors",
+            "Export rounds that failed, by stage (collect: a source could not be read; "
+            "publish: the object could not be applied or written).", ["stage"], registry=r)
+        for stage in ("collect", "publish"):
+            self.errors.labels(stage)
+        self.duration = pc.Histogram(
+            f"{EXPORTER_PREFIX}_export_duration_seconds",
+            "Duration of one export round (collect and publish), in seconds.",
+            buckets=EXPORT_BUCKETS, registry=r)
+        self.published = pc.Counter(
+            f"{EXPORTER_PREFIX}_objects_published",
+            "Objects (NodeResourceTopology or Numatopology) published.", registry=r)
+
+    def exposition(self) -> bytes:
+        text: bytes = self._client.generate_latest(self.registry)
+        return text
+
+
+_active: ExporterMetrics | None = None
+
+
+def active_exporter_metrics() -> ExporterMetrics | None:
+    """The metrics :func:`serve_exporter_metrics` serves in this process (``None``: no
+    ``--metrics-port``); the export loop records into them."""
+    return _active
+
+
+def serve_exporter_metrics(host: str, port: int,
+                           metrics: ExporterMetrics | None = None) -> Any:
+    """Serve the exporter's ``/metrics`` (:class:`ExporterMetrics`) on a daemon thread - what
+    its DaemonSet probes and scrapes - and make them the ones the export loop records into.
+    Returns the HTTP server."""
+    global _active
     if not 0 <= port <= 65535:
         raise InputError(f"port {port} is out of range (0-65535)", "--metrics-port")
+    m = metrics or ExporterMetrics()
     try:
-        server, _ = pc.start_http_server(port, addr=host, registry=r)
+        server, _ = m._client.start_http_server(port, addr=host, registry=m.registry)
     except OSError as e:
         raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}", "--metrics-port") from None
+    _active = m
     return server

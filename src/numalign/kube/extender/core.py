@@ -15,6 +15,8 @@ has seen the pod change) or after ``assume_ttl`` seconds.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import hashlib
 import json
 import sys
@@ -22,6 +24,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +51,12 @@ MAX_REMEMBERED_PODS = 4096
 #: distinct pod shapes given a small integer id (the per-node caches' key); least recently
 #: seen shapes lose theirs (their cache entries then age out)
 MAX_SHAPES = 16_384
+#: shapes a rebuilt node evaluates before it is published (its predecessor's, newest first)
+REWARM_SHAPES = 16
+#: node updates queued to a builder process at once (update_node_async waits beyond)
+MAX_QUEUED_UPDATES = 8
+#: decisions shared between nodes of equal NRT content, (content, shape) -> decision (LRU)
+MAX_SHARED = 65_536
 
 
 def engine_pod(pod: Pod) -> Pod:
@@ -64,7 +73,7 @@ def pod_shape(pod: Pod) -> Any:
     return engine_pod(pod).shape
 
 
-@dataclass
+@dataclass(frozen=True)
 class Assumed:
     pod: Pod
     fingerprint: str | None
@@ -72,54 +81,103 @@ class Assumed:
     numa_count: int
 
 
-@dataclass
+#: one cached decision: (passed, NUMA node count, reason)
+Decision = tuple[bool, int, str]
+
+
+@dataclass(frozen=True, eq=False)
 class NodeEntry:
+    """One node as readers see it: an immutable snapshot (engine with the assumed pods
+    admitted, the assumptions, a version), replaced as a whole by writers, never changed.
+
+    ``cache`` (shape id -> decision) belongs to this snapshot only, so an entry in it is
+    valid as long as the snapshot is the published one; readers add to it without a lock
+    (the same key always gets the same value), bounded to :data:`CACHE_PER_NODE`."""
+
     name: str
     digest: str
     fingerprint: str | None
     node: Node
     version: int = 0
-    assumed: dict[str, Assumed] = field(default_factory=dict)
-    #: shape id -> (node version, passed, NUMA count, reason); LRU once half full
-    cache: OrderedDict[int, tuple[int, bool, int, str]] = field(default_factory=OrderedDict)
+    assumed: Mapping[str, Assumed] = field(default_factory=dict)
+    cache: dict[int, Decision] = field(default_factory=dict)
+    #: digest of the NRT without its metadata: nodes with equal content decide alike
+    content: str = ""
 
 
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def content_digest(obj: Any) -> str:
+    """The digest of what an engine is built from: the NRT without ``metadata`` (names,
+    resourceVersions, annotations); "" if it cannot be taken."""
+    if not isinstance(obj, dict):
+        return ""
+    try:
+        return _digest({k: v for k, v in obj.items() if k != "metadata"})
+    except (TypeError, ValueError, RecursionError):
+        return ""
+
+
 @dataclass(frozen=True)
-class _Built:
+class Built:
     """An NRT object turned into an engine (or the reason it could not be), outside the lock."""
 
     digest: str
     node: Node | None
     fingerprint: str | None
     error: str
+    content: str = ""
 
 
-def _build(obj: Any) -> _Built:
+def build_engine(obj: Any) -> Built:
     try:
         check_nrt(obj)
         digest = _digest(obj)
     except NumalignError as e:
-        return _Built("", None, None, f"unusable NodeResourceTopology: {e.message}")
+        return Built("", None, None, f"unusable NodeResourceTopology: {e.message}")
     except (TypeError, ValueError, RecursionError) as e:
-        return _Built("", None, None, f"unusable NodeResourceTopology: {type(e).__name__}: {e}")
+        return Built("", None, None, f"unusable NodeResourceTopology: {type(e).__name__}: {e}")
     try:
         node = engine_from_nrt(obj)
         fp = fingerprint_of(obj) if isinstance(obj, dict) else None
     except Exception as e:  # one bad object must not stop the others
         msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
-        return _Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
-    return _Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "")
+        return Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
+    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "",
+                 content_digest(obj))
+
+
+#: where updates are built: (NRT object, [(shape id, pod)]) -> (the engine or why not, the
+#: decisions of those pods on it by shape id, their durations in seconds)
+Builder = Callable[[Any, Sequence[tuple[int, Pod]]],
+                   tuple[Built, dict[int, Decision], list[float]]]
+
+
+@dataclass
+class _Pending:
+    """An update between its checks and its build: the shapes to decide on the new engine,
+    and those already decided for nodes of equal content."""
+
+    pods: list[tuple[int, Pod]] = field(default_factory=list)
+    known: dict[int, Decision] = field(default_factory=dict)
 
 
 class ExtenderCore:
     """The extender's logic without HTTP: node engines, assumptions, filter/score/bind.
 
-    Node updates (:meth:`update_node`, :meth:`remove_node`) cost one node each: the engine is
-    built outside the lock, which is held only to swap the entry in."""
+    **Readers never wait for writers.** Each node is published as an immutable
+    :class:`NodeEntry` in :attr:`nodes`; a writer (a node update, an assumption, a bind, an
+    expiry) builds the next entry aside and swaps the reference in (a single dict store,
+    atomic under the GIL). Writers take :attr:`_write` among themselves only; ``filter`` and
+    ``prioritize`` take no lock a writer holds. The decision for a node whose snapshot has
+    already seen the pod's shape is one dictionary lookup.
+
+    An assumption is published before the request that made it returns, so the next filter
+    of that node sees the pod's resources gone. Node updates cost one node each: the engine
+    is built outside every lock, and the new snapshot pre-evaluates the shapes its
+    predecessor had answered (:data:`REWARM_SHAPES` at most)."""
 
     def __init__(
         self,
@@ -130,30 +188,47 @@ class ExtenderCore:
         binder: Callable[[str, str, str, str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         log: Any = sys.stderr,
+        builder: Builder | None = None,
     ) -> None:
+        """``builder``: where node updates are built (a
+        :class:`~numalign.kube.extender.builder.ProcessBuilder` for a worker process);
+        default in this process, on the updating thread."""
+        self.builder = builder
+        #: engine builds so far (one per changed NRT object)
+        self.engines_built = 0
         self.profile = profile or get_profile("numalign")
         if self.profile.filter is None:
             raise InputError(f"profile {self.profile.name!r} has no NUMA filter")
+        self._decide = self.profile.filter
         self.assume_ttl = assume_ttl
         self.metrics = metrics or ExtenderMetrics()
         self.binder = binder
         self.clock = clock
         self.log = log
+        #: the published snapshots (name -> entry); replaced entry by entry, never mutated
         self.nodes: dict[str, NodeEntry] = {}
         self.broken: dict[str, str] = {}
         self.ready = threading.Event()
         self._numa_counts: Counter[int] = Counter()
-        self._lock = threading.RLock()
+        self._max_numa = 1
+        self._write = threading.RLock()  # writers only
+        self._small = threading.Lock()  # readers' bookkeeping (pods, shape ids): O(1) holds
         self._pods: OrderedDict[str, Pod] = OrderedDict()  # uid -> last pod seen (for /bind)
         self._broken_digest: dict[str, str] = {}
         self._with_assumed: set[str] = set()
+        self._next_expiry = float("inf")
         self._shapes: OrderedDict[Any, int] = OrderedDict()
         self._next_shape = 0
+        self._shape_pods: dict[int, Pod] = {}  # shape id -> a pod of that shape
+        self._shared: OrderedDict[tuple[str, int], Decision] = OrderedDict()
+        self._seq: dict[str, int] = {}  # node -> newest update's sequence number
+        self._in_flight: dict[str, int] = {}  # node -> updates queued to the builder
+        self._queue_slots = threading.BoundedSemaphore(MAX_QUEUED_UPDATES)
 
     @property
     def max_numa(self) -> int:
         """The most NUMA nodes of any known node (Volcano's relative score)."""
-        return max(self._numa_counts, default=1)
+        return self._max_numa
 
     # ---------------------------------------------------------------------- nodes
 
@@ -170,12 +245,19 @@ class ExtenderCore:
         """The first full list of nodes is in: ``/readyz`` answers 200 from now on."""
         self.ready.set()
 
+    def _count_numa(self, old: NodeEntry | None, new: NodeEntry | None) -> None:
+        if old is not None:
+            self._numa_counts[len(old.node.machine.numa_nodes)] -= 1
+        if new is not None:
+            self._numa_counts[len(new.node.machine.numa_nodes)] += 1
+        self._numa_counts += Counter()  # drop zero counts
+        self._max_numa = max(self._numa_counts, default=1)
+
     def remove_node(self, name: str) -> None:
-        with self._lock:
+        with self._write:
+            self._seq[name] = self._seq.get(name, 0) + 1  # updates still in flight are void
             old = self.nodes.pop(name, None)
-            if old is not None:
-                self._numa_counts[len(old.node.machine.numa_nodes)] -= 1
-                self._numa_counts += Counter()  # drop zero counts
+            self._count_numa(old, None)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
             self._count_assumed(name)
@@ -184,47 +266,157 @@ class ExtenderCore:
     def update_node(self, name: str, obj: Any) -> bool:
         """Add or replace one node from its NRT object; ``False`` if it is unusable (it is then
         refused with the reason, the other nodes are untouched)."""
+        prep = self._prepare(name, obj)
+        if isinstance(prep, bool):
+            return prep
+        seq = self._bump(name)
+        if self.builder is not None:
+            built, warm, durations = self.builder(obj, prep.pods)
+        else:
+            built = build_engine(obj)
+            warm = {sid: self._evaluate(built.node, pod) for sid, pod in prep.pods} \
+                if built.node is not None else {}
+            durations = []
+        return self._finish(name, prep, built, warm, durations, seq)
+
+    def update_node_async(self, name: str, obj: Any) -> Future[bool]:
+        """:meth:`update_node` without waiting for the build when the builder can queue
+        (:meth:`ProcessBuilder.submit`): several updates in flight, each node's applied in
+        order (a later update or removal of the node supersedes an earlier one still being
+        built). Otherwise the update is made now and the future is done. At most
+        :data:`MAX_QUEUED_UPDATES` wait for the builder: the next caller waits for a slot (the
+        watch stops reading, the API server keeps the events), so a builder that cannot keep
+        up shows as a lower update rate, not as a growing backlog."""
+        out: Future[bool] = Future()
+        submit = getattr(self.builder, "submit", None)
+        if submit is None:
+            out.set_result(self.update_node(name, obj))
+            return out
+        prep = self._prepare(name, obj)
+        if isinstance(prep, bool):
+            out.set_result(prep)
+            return out
+        self._queue_slots.acquire()
+        seq = self._bump(name)
+        with self._write:
+            self._in_flight[name] = self._in_flight.get(name, 0) + 1
+
+        def done(f: Future[Any]) -> None:
+            try:
+                built, warm, durations = f.result()
+                out.set_result(self._finish(name, prep, built, warm, durations, seq))
+            except Exception as e:  # reported to whoever waits on the future
+                out.set_exception(e)
+            finally:
+                with self._write:
+                    left = self._in_flight.pop(name, 1) - 1
+                    if left:
+                        self._in_flight[name] = left
+                self._queue_slots.release()
+
+        try:
+            queued = submit(obj, prep.pods)
+        except BaseException:
+            with self._write:
+                self._in_flight[name] -= 1
+            self._queue_slots.release()
+            raise
+        queued.add_done_callback(done)
+        return out
+
+    def _bump(self, name: str) -> int:
+        """A new update sequence number for ``name`` (only the newest may be installed)."""
+        with self._write:
+            seq = self._seq[name] = self._seq.get(name, 0) + 1
+        return seq
+
+    def _prepare(self, name: str, obj: Any) -> bool | _Pending:
+        """``True``/``False`` when ``obj`` needs no build (unchanged, or the same unusable
+        object again), else what the build needs: the shapes the current snapshot answered,
+        decided on the new engine before it is published - from the decisions shared by nodes
+        of equal content where known, else by the builder."""
+        # an older update still being built: compare with nothing, supersede it (read before
+        # the published entry: once nothing is in flight, that entry is the latest)
+        in_flight = bool(self._in_flight.get(name))
         old = self.nodes.get(name)
         try:
-            digest = _digest(obj) if old is not None or name in self.broken else ""
+            digest = _digest(obj) if not in_flight and (old is not None or name in self.broken) \
+                else ""
         except (TypeError, ValueError, RecursionError):
             digest = ""
         if digest and old is not None and old.digest == digest:
             return True
         if digest and self._broken_digest.get(name) == digest:
             return False
-        built = _build(obj)
-        with self._lock:
-            old = self.nodes.get(name)
-            if built.node is None:
+        content = content_digest(obj)
+        pending = _Pending()
+        for sid, p in self._rewarm_pods(old):
+            d = self._shared.get((content, sid)) if content else None
+            if d is not None:
+                pending.known[sid] = d
+            else:
+                pending.pods.append((sid, p))
+        self.engines_built += 1
+        return pending
+
+    def _finish(self, name: str, prep: _Pending, built: Built, warm: dict[int, Decision],
+                durations: Sequence[float], seq: int) -> bool:
+        """Publish a built update (or mark the node unusable), unless a newer update or a
+        removal of the node came meanwhile."""
+        for (sid, _), seconds in zip(prep.pods, durations, strict=False):
+            self._count_evaluation(seconds, warm.get(sid, (True,))[0])
+        if built.content:
+            for sid, d in warm.items():
+                self._share(built.content, sid, d)
+        warm.update(prep.known)
+        if built.node is None:
+            with self._write:
+                if self._seq.get(name) != seq:
+                    return False
+                old = self.nodes.pop(name, None)
                 self.broken[name] = built.error
                 if built.digest:
                     self._broken_digest[name] = built.digest
-                if old is not None:
-                    del self.nodes[name]
-                    self._numa_counts[len(old.node.machine.numa_nodes)] -= 1
-                    self._numa_counts += Counter()
+                self._count_numa(old, None)
                 self._count_assumed(name)
                 self._count_nodes()
-                print(f"numalign extender: node {name}: {built.error}", file=self.log)
-                return False
+            print(f"numalign extender: node {name}: {built.error}", file=self.log)
+            return False
+        with self._write:
+            if self._seq.get(name) != seq:
+                return False  # superseded
+            old = self.nodes.get(name)
+            entry = self._successor(name, built, old, warm)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
-            self._install(name, built, old)
+            self.nodes[name] = entry
+            self._count_numa(old, entry)
+            self._count_assumed(name)
             self._count_nodes()
-            return True
+        return True
 
-    def _count_nodes(self) -> None:
-        self.metrics.nodes.set(len(self.nodes))
-        self.metrics.broken_nodes.set(len(self.broken))
+    def _rewarm_pods(self, old: NodeEntry | None) -> list[tuple[int, Pod]]:
+        """(shape id, a pod of that shape) for the shapes ``old`` has decided, newest last;
+        none when it holds assumed pods (its successor's cache starts empty then)."""
+        if old is None or old.assumed or not old.cache:
+            return []
+        try:
+            recent = list(old.cache)[-REWARM_SHAPES:]  # readers may be adding to it
+        except RuntimeError:
+            return []
+        with self._small:
+            pods = [(sid, self._shape_pods.get(sid)) for sid in recent]
+        return [(sid, pod) for sid, pod in pods if pod is not None]
 
-    def _install(self, name: str, built: _Built, old: NodeEntry | None) -> None:
+    def _successor(self, name: str, built: Built, old: NodeEntry | None,
+                   warm: dict[int, Decision]) -> NodeEntry:
+        """The entry that replaces ``old`` for a newly built engine (under the write lock):
+        the assumptions the new NRT does not yet account for are carried over."""
         node = built.node
         assert node is not None
         fp = built.fingerprint
-        entry = NodeEntry(name, built.digest, fp, node, (old.version + 1) if old else 0)
+        assumed: dict[str, Assumed] = {}
         if old is not None:
-            self._numa_counts[len(old.node.machine.numa_nodes)] -= 1
             now = self.clock()
             for uid, a in old.assumed.items():
                 # the NRT now reflects a new pod set: it accounts for the assumed pod
@@ -237,159 +429,228 @@ class ExtenderCore:
                 except MergeTooLarge:  # the merge's step cap: the assumption is dropped
                     kept = False
                 if kept:
-                    entry.assumed[uid] = Assumed(a.pod, fp, a.since, a.numa_count)
-        self._numa_counts[len(node.machine.numa_nodes)] += 1
-        self._numa_counts += Counter()
-        self.nodes[name] = entry
-        self._count_assumed(name)
+                    assumed[uid] = Assumed(a.pod, fp, a.since, a.numa_count)
+        version = (old.version + 1) if old is not None else 0
+        return NodeEntry(name, built.digest, fp, node, version, assumed,
+                         {} if assumed else warm, built.content)
+
+    def _count_nodes(self) -> None:
+        self.metrics.nodes.set(len(self.nodes))
+        self.metrics.broken_nodes.set(len(self.broken))
 
     def _count_assumed(self, *names: str) -> None:
-        """Track which nodes hold assumed pods (after ``names``' assumptions changed)."""
+        """Track which nodes hold assumed pods (after ``names``' assumptions changed), and
+        when the next assumption expires (under the write lock)."""
         for name in names:
             e = self.nodes.get(name)
             if e is not None and e.assumed:
                 self._with_assumed.add(name)
             else:
                 self._with_assumed.discard(name)
-        self.metrics.assumed.set(sum(len(self.nodes[n].assumed) for n in self._with_assumed))
+        total = 0
+        first = float("inf")
+        for n in self._with_assumed:
+            e = self.nodes[n]
+            total += len(e.assumed)
+            first = min(first, min(a.since for a in e.assumed.values()))
+        self._next_expiry = first + self.assume_ttl if total else float("inf")
+        self.metrics.assumed.set(total)
+
+    def _publish(self, old: NodeEntry, node: Node, assumed: Mapping[str, Assumed]) -> None:
+        """Swap in the successor of ``old`` with another engine state (under the write lock)."""
+        self.nodes[old.name] = NodeEntry(old.name, old.digest, old.fingerprint, node,
+                                         old.version + 1, assumed, {}, old.content)
+        self._count_assumed(old.name)
+
+    def _drop_assumed(self, entry: NodeEntry, uids: Sequence[str]) -> None:
+        node = copy.copy(entry.node)  # shares the machine; release copies the state
+        for uid in uids:
+            node.release(uid)
+        self._publish(entry, node, {u: a for u, a in entry.assumed.items() if u not in uids})
 
     def _expire(self) -> None:
-        now = self.clock()
-        for e in [self.nodes[n] for n in self._with_assumed]:
-            for uid in [u for u, a in e.assumed.items() if now - a.since > self.assume_ttl]:
-                e.node.release(uid)
-                del e.assumed[uid]
-                e.version += 1
-            self._count_assumed(e.name)
+        with self._write:
+            now = self.clock()
+            for name in list(self._with_assumed):
+                e = self.nodes[name]
+                gone = [u for u, a in e.assumed.items() if now - a.since > self.assume_ttl]
+                if gone:
+                    self._drop_assumed(e, gone)
+            self._count_assumed()
 
     # --------------------------------------------------------------------- decide
 
-    def _shape_id(self, pod: Pod) -> int:
-        """A small integer for the pod's engine shape (hashing the nested shape tuple once per
-        request, not once per node)."""
+    def shape_id(self, pod: Pod) -> int:
+        """A small integer for the pod's engine shape (``pod`` as :func:`engine_pod` returns
+        it): the per-node caches' key, computed once per request, not once per node."""
         shape = pod.shape
-        sid = self._shapes.get(shape)
-        if sid is None:
-            self._next_shape += 1
-            sid = self._shapes[shape] = self._next_shape
-            while len(self._shapes) > MAX_SHAPES:
-                self._shapes.popitem(last=False)
-        else:
-            self._shapes.move_to_end(shape)
+        with self._small:
+            sid = self._shapes.get(shape)
+            if sid is None:
+                self._next_shape += 1
+                sid = self._shapes[shape] = self._next_shape
+                self._shape_pods[sid] = pod
+                while len(self._shapes) > MAX_SHAPES:
+                    self._shape_pods.pop(self._shapes.popitem(last=False)[1], None)
+            else:
+                self._shapes.move_to_end(shape)
         return sid
 
-    def _check(self, entry: NodeEntry, pod: Pod, shape: int) -> tuple[bool, int, str]:
-        a = entry.assumed.get(pod.uid)
-        if a is not None:
-            return True, a.numa_count, ""
-        hit = entry.cache.get(shape)
-        if hit is not None and hit[0] == entry.version:
-            if len(entry.cache) > CACHE_PER_NODE // 2:  # order matters only near eviction
-                entry.cache.move_to_end(shape)
-            return hit[1], hit[2], hit[3]
-        assert self.profile.filter is not None
+    def _evaluate(self, node: Node, pod: Pod) -> Decision:
         t0 = time.perf_counter()
-        res = self.profile.filter(entry.node, pod)
-        self.metrics.admission_duration.observe(time.perf_counter() - t0)
-        self.metrics.admission_requests.inc()
-        if not res.passed:
-            self.metrics.admission_errors.inc()
-        entry.cache[shape] = (entry.version, res.passed, res.numa_count, res.reason)
-        entry.cache.move_to_end(shape)
-        while len(entry.cache) > CACHE_PER_NODE:
-            entry.cache.popitem(last=False)
+        res = self._decide(node, pod)
+        self._count_evaluation(time.perf_counter() - t0, res.passed)
         return res.passed, res.numa_count, res.reason
 
+    def _count_evaluation(self, seconds: float, passed: bool) -> None:
+        self.metrics.admission_duration.observe(seconds)
+        self.metrics.admission_requests.inc()
+        if not passed:
+            self.metrics.admission_errors.inc()
+
+    def _share(self, content: str, shape: int, d: Decision) -> None:
+        with self._small:
+            self._shared[(content, shape)] = d
+            if len(self._shared) > MAX_SHARED:
+                self._shared.popitem(last=False)
+
+    def _miss(self, entry: NodeEntry, pod: Pod, shape: int) -> Decision:
+        """The decision for a shape this snapshot has not seen: from a node of equal content
+        (both without assumed pods), else the engine's."""
+        d = None
+        if entry.content and not entry.assumed:
+            d = self._shared.get((entry.content, shape))
+            if d is None:
+                d = self._evaluate(entry.node, pod)
+                self._share(entry.content, shape, d)
+        else:
+            d = self._evaluate(entry.node, pod)
+        cache = entry.cache
+        if len(cache) >= CACHE_PER_NODE:
+            # the oldest entry first (insertion order); another reader may race us here
+            with contextlib.suppress(RuntimeError, KeyError, StopIteration):
+                del cache[next(iter(cache))]
+        cache[shape] = d
+        return d
+
     def _remember(self, pod: Pod) -> None:
-        self._pods[pod.uid] = pod
-        self._pods.move_to_end(pod.uid)
-        while len(self._pods) > MAX_REMEMBERED_PODS:
-            self._pods.popitem(last=False)
+        with self._small:
+            self._pods[pod.uid] = pod
+            self._pods.move_to_end(pod.uid)
+            while len(self._pods) > MAX_REMEMBERED_PODS:
+                self._pods.popitem(last=False)
 
-    def filter(self, pod: Pod, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-        """(names that pass, failed name -> reason)."""
-        with self._lock:
-            if self._with_assumed:
-                self._expire()
+    def filter(self, pod: Pod, names: Sequence[str], *,
+               shape: int | None = None) -> tuple[list[str], dict[str, str]]:
+        """(names that pass, failed name -> reason). ``shape``: the pod's :meth:`shape_id`
+        when the caller has it (``pod`` is then already an :func:`engine_pod`)."""
+        if self.clock() >= self._next_expiry:
+            self._expire()
+        if shape is None:
             pod = engine_pod(pod)
-            self._remember(pod)
-            shape = self._shape_id(pod)
-            passed: list[str] = []
-            failed: dict[str, str] = {}
-            for name in names:
-                entry = self.nodes.get(name)
-                if entry is None:
-                    failed[name] = self.broken.get(name, UNKNOWN_NODE)
-                    continue
-                ok, _, reason = self._check(entry, pod, shape)
-                if ok:
-                    passed.append(name)
-                else:
-                    failed[name] = reason or "TopologyAffinityError"
-            if len(passed) == 1:
-                self._assume(self.nodes[passed[0]], pod)
-            return passed, failed
+            shape = self.shape_id(pod)
+        self._remember(pod)
+        uid = pod.uid
+        nodes = self.nodes
+        passed: list[str] = []
+        failed: dict[str, str] = {}
+        for name in names:
+            entry = nodes.get(name)
+            if entry is None:
+                failed[name] = self.broken.get(name, UNKNOWN_NODE)
+                continue
+            if entry.assumed and uid in entry.assumed:
+                passed.append(name)
+                continue
+            d = entry.cache.get(shape)
+            if d is None:
+                d = self._miss(entry, pod, shape)
+            if d[0]:
+                passed.append(name)
+            else:
+                failed[name] = d[2] or "TopologyAffinityError"
+        if len(passed) == 1:
+            # decided on a snapshot; another request may have assumed a pod there since:
+            # the admission into the current snapshot is what counts
+            why = self._assume(passed[0], pod)
+            if why:
+                failed[passed.pop()] = why
+        return passed, failed
 
-    def prioritize(self, pod: Pod, names: Sequence[str]) -> list[tuple[str, int]]:
+    def prioritize(self, pod: Pod, names: Sequence[str], *,
+                   shape: int | None = None) -> list[tuple[str, int]]:
         """(name, 0..MaxExtenderPriority) per name: the profile's NUMA score (0..100) of the
         nodes that pass, scaled down (rounding down); 0 for the others, and for every node
         when the profile has no NUMA score. A relative score (Volcano's) is taken over the
         passing nodes of this request."""
-        with self._lock:
+        if shape is None:
             pod = engine_pod(pod)
-            shape = self._shape_id(pod)
-            passing: list[tuple[int, int]] = []  # (position in names, NUMA node count)
-            for k, name in enumerate(names):
-                entry = self.nodes.get(name)
-                if entry is not None:
-                    ok, count, _ = self._check(entry, pod, shape)
-                    if ok:
-                        passing.append((k, count))
-            scores = [0] * len(names)
-            numa = self.profile.numa_score
-            if numa is not None and passing:
-                if numa.node_aware:  # the score reads the node (Koordinator's, the NRT zone scores)
-                    numa_scores = [numa.score_on(self.nodes[names[k]].node, pod, count, self.max_numa)
-                                   for k, count in passing]
-                else:
-                    numa_scores = numa.scores([count for _, count in passing], self.max_numa)
-                for (k, _), s in zip(passing, numa_scores, strict=True):
-                    scores[k] = max(0, min(MAX_EXTENDER_PRIORITY, s * MAX_EXTENDER_PRIORITY // 100))
-            return list(zip(names, scores, strict=True))
+            shape = self.shape_id(pod)
+        nodes = self.nodes
+        passing: list[tuple[int, int]] = []  # (position in names, NUMA node count)
+        for k, name in enumerate(names):
+            entry = nodes.get(name)
+            if entry is None:
+                continue
+            a = entry.assumed.get(pod.uid) if entry.assumed else None
+            if a is not None:
+                passing.append((k, a.numa_count))
+                continue
+            d = entry.cache.get(shape)
+            if d is None:
+                d = self._miss(entry, pod, shape)
+            if d[0]:
+                passing.append((k, d[1]))
+        scores = [0] * len(names)
+        numa = self.profile.numa_score
+        if numa is not None and passing:
+            if numa.node_aware:  # the score reads the node (Koordinator's, the NRT zone scores)
+                numa_scores = [numa.score_on(nodes[names[k]].node, pod, count, self.max_numa)
+                               for k, count in passing]
+            else:
+                numa_scores = numa.scores([count for _, count in passing], self.max_numa)
+            for (k, _), s in zip(passing, numa_scores, strict=True):
+                scores[k] = max(0, min(MAX_EXTENDER_PRIORITY, s * MAX_EXTENDER_PRIORITY // 100))
+        return list(zip(names, scores, strict=True))
 
-    def _assume(self, entry: NodeEntry, pod: Pod) -> bool:
-        if pod.uid in entry.assumed:
-            return True
-        try:
-            result = entry.node.admit(pod)
-        except MergeTooLarge:  # the merge's step cap: this node does not take the pod
-            return False
-        if not result.admitted:
-            return False
-        # the NUMA nodes the pod holds (as the filter and the simulator count them)
-        count = len(pod_numa_nodes(entry.node.machine, entry.node.state, pod.uid))
-        entry.assumed[pod.uid] = Assumed(pod, entry.fingerprint, self.clock(), count)
-        entry.version += 1
-        self._count_assumed(entry.name)
-        return True
+    def _assume(self, name: str, pod: Pod) -> str:
+        """Admit ``pod`` into a copy of ``name``'s engine and publish it (write lock);
+        "" when assumed (or already), else why not."""
+        with self._write:
+            entry = self.nodes.get(name)
+            if entry is None:
+                return self.broken.get(name, UNKNOWN_NODE)
+            if pod.uid in entry.assumed:
+                return ""
+            node = copy.copy(entry.node)  # shares the machine; admit replaces the state
+            try:
+                result = node.admit(pod)
+            except MergeTooLarge as e:  # the merge's step cap: this node does not take the pod
+                return f"{e.reason}: {e.message}"
+            if not result.admitted:
+                return f"{result.reason}: {result.message}"
+            # the NUMA nodes the pod holds (as the filter and the simulator count them)
+            count = len(pod_numa_nodes(node.machine, node.state, pod.uid))
+            assumed = dict(entry.assumed)
+            assumed[pod.uid] = Assumed(pod, entry.fingerprint, self.clock(), count)
+            self._publish(entry, node, assumed)
+            return ""
 
     def bind(self, namespace: str, name: str, uid: str, node: str) -> str:
         """Assume the pod on ``node`` and bind it through the API (when configured);
         returns the ExtenderBindingResult error ("" = success)."""
-        with self._lock:
+        with self._write:
             entry = self.nodes.get(node)
             if entry is None:
                 raise LookupError(self.broken.get(node, UNKNOWN_NODE))
-            pod = self._pods.get(uid)
+            with self._small:
+                pod = self._pods.get(uid)
             if pod is None:
                 return f"pod {namespace}/{name} ({uid}) was not filtered by this extender"
-            for other in self.nodes.values():  # assumed elsewhere (single-node filter)
+            for other in list(self.nodes.values()):  # assumed elsewhere (single-node filter)
                 if other is not entry and uid in other.assumed:
-                    other.node.release(uid)
-                    del other.assumed[uid]
-                    other.version += 1
-                    self._count_assumed(other.name)
-            if not self._assume(entry, pod):
+                    self._drop_assumed(other, [uid])
+            if self._assume(node, pod):
                 return f"node {node} no longer admits pod {namespace}/{name}"
         if self.binder is not None:
             try:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import errno
 import io
 import ipaddress
@@ -21,11 +22,15 @@ from typing import Any
 
 from numalign.errors import InputError, NumalignError
 from numalign.kube.extender import wire
+from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import ExtenderCore
+from numalign.kube.extender.podcache import PodCache
 from numalign.kube.extender.sources import ApiSource, DirSource, run_source
 from numalign.kube.extender.wire import BadRequest
 from numalign.kube.metrics import CONTENT_TYPE
 from numalign.kube.openapi import openapi_document
+from numalign.scheduler import get_profile
+from numalign.yamlfiles import loads_json
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 256
@@ -36,6 +41,22 @@ OVERFLOW_DEADLINE = 2.0
 POST_VERBS = ("filter", "prioritize", "bind")
 GET_PATHS = ("metrics", "healthz", "readyz", "openapi.json")
 HEALTH_PATHS = ("healthz", "readyz", "metrics")
+#: request header lines: the longest one and the most of them (as ``http.client``)
+MAX_HEADER_LINE = 65536
+MAX_HEADERS = 100
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            408: "Request Timeout", 411: "Length Required", 413: "Content Too Large",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+_date_cache: tuple[int, str] = (0, "")
+
+
+def _http_date() -> str:
+    """The ``Date`` header, formatted once per second."""
+    global _date_cache
+    now = int(time.time())
+    if _date_cache[0] != now:
+        _date_cache = (now, email.utils.formatdate(now, usegmt=True))
+    return _date_cache[1]
 
 
 class _DeadlineIO(io.RawIOBase):
@@ -204,8 +225,22 @@ class ExtenderServer(ThreadingHTTPServer):
         self.ssl_context = ssl_context
         self.serve_verbs = serve_verbs
         self._slots = threading.BoundedSemaphore(max_connections)
+        #: the ExtenderArgs pods, parsed once per engine shape
+        self.pod_cache = PodCache(core.shape_id)
+        #: (code, verb) -> the labelled metric children, looked up once
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         super().__init__(address, ExtenderHandler)
         self._overflow = _Overflow(self)
+
+    def request_metrics(self, code: str, verb: str) -> tuple[Any, Any]:
+        """(requests counter, duration histogram) children for ``code`` and ``verb``."""
+        key = (code, verb)
+        got = self._children.get(key)
+        if got is None:
+            m = self.core.metrics
+            got = self._children[key] = (m.requests.labels(code, verb),
+                                         m.request_duration.labels(verb))
+        return got
 
     def health(self, verb: str) -> tuple[int, bytes]:
         """(status, body) of ``GET /healthz``, ``/readyz`` or ``/metrics``."""
@@ -262,6 +297,9 @@ class ExtenderHandler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go out in separate writes
     server: ExtenderServer
     server_version = "numalign-extender"
+    #: the request's headers, names in lower case (repeated ones joined with ", ")
+    fields: dict[str, str]
+    raw_requestline: bytes
 
     def setup(self) -> None:
         self.request.settimeout(self.server.socket_timeout)
@@ -273,6 +311,50 @@ class ExtenderHandler(BaseHTTPRequestHandler):
         # the request line and headers must all arrive within header_timeout
         self._raw.deadline = time.monotonic() + self.server.header_timeout
         super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """The request line and headers. ``METHOD PATH HTTP/1.x`` is parsed here, headers
+        into a plain dict (``http.client``'s e-mail parser costs more than a cached filter);
+        any other request line goes to the standard parser, which answers the errors."""
+        words = self.raw_requestline.split()
+        if len(words) != 3 or words[2] not in (b"HTTP/1.1", b"HTTP/1.0"):
+            ok = super().parse_request()
+            self.fields = {k.lower(): v for k, v in self.headers.items()} if ok else {}
+            return ok
+        self.command = words[0].decode("latin-1")
+        self.path = words[1].decode("latin-1")
+        self.request_version = version = words[2].decode("latin-1")
+        self.requestline = f"{self.command} {self.path} {version}"
+        self.close_connection = True
+        fields: dict[str, str] = {}
+        self.fields = fields
+        for _ in range(MAX_HEADERS + 1):
+            line = self.rfile.readline(MAX_HEADER_LINE + 1)
+            if len(line) > MAX_HEADER_LINE:
+                self.send_error(431, "Line too long")
+                return False
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, sep, value = line.decode("latin-1").partition(":")
+            name = name.strip().lower()
+            if not sep or not name:
+                self.send_error(400, "Bad header line")
+                return False
+            if name in fields and name in ("content-length", "transfer-encoding", "host"):
+                self.send_error(400, f"Repeated {name} header")
+                return False
+            fields[name] = value.strip() if name not in fields else f"{fields[name]}, {value.strip()}"
+        else:
+            self.send_error(431, "Too many headers")
+            return False
+        conn = fields.get("connection", "").lower()
+        if version == "HTTP/1.1":
+            self.close_connection = "close" in conn
+        else:
+            self.close_connection = "keep-alive" not in conn
+        if version == "HTTP/1.1" and fields.get("expect", "").lower() == "100-continue":
+            return self.handle_expect_100()
+        return True
 
     def finish(self) -> None:
         super().finish()
@@ -294,17 +376,17 @@ class ExtenderHandler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, body: bytes, ctype: str = "application/json",
               headers: Mapping[str, str] | None = None) -> None:
+        """The whole answer in one write (headers and body in one segment)."""
         self.connection.settimeout(self.server.socket_timeout)
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
+        head = (f"{self.protocol_version} {status} {_REASONS.get(status, 'Error')}\r\n"
+                f"Server: {self.server_version}\r\nDate: {_http_date()}\r\n"
+                f"Content-Type: {ctype}\r\nContent-Length: {len(body)}\r\n")
         for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
+            head += f"{k}: {v}\r\n"
         if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+            head += "Connection: close\r\n"
+        data = (head + "\r\n").encode("latin-1")
+        self.wfile.write(data if self.command == "HEAD" else data + body)
 
     def _json(self, status: int, doc: Any) -> None:
         self._send(status, json.dumps(doc, separators=(",", ":")).encode())
@@ -350,10 +432,10 @@ class ExtenderHandler(BaseHTTPRequestHandler):
     # ------------------------------------------------------------------ POST
 
     def _body(self) -> Any:
-        if self.headers.get("Transfer-Encoding"):
+        if self.fields.get("transfer-encoding"):
             self.close_connection = True
             raise BadRequest(411, "chunked bodies are not accepted; send Content-Length")
-        raw_len = self.headers.get("Content-Length")
+        raw_len = self.fields.get("content-length")
         if raw_len is None:
             self.close_connection = True
             raise BadRequest(411, "Content-Length required")
@@ -378,13 +460,12 @@ class ExtenderHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise BadRequest(400, "truncated body")
         try:
-            return json.loads(data)
-        except (ValueError, RecursionError) as e:
-            raise BadRequest(400, f"malformed JSON: {str(e)[:200]}") from None
+            return loads_json(data, "request body")
+        except InputError as e:  # bounded: size, depth, values, integer digits
+            raise BadRequest(400, e.message[:300]) from None
 
     def do_POST(self) -> None:
         verb = self._verb()
-        core = self.server.core
         t0 = time.perf_counter()
         status = 500
         doc: Any
@@ -419,20 +500,21 @@ class ExtenderHandler(BaseHTTPRequestHandler):
             status, doc = 500, wire.error_result(f"internal error: {type(e).__name__}")
             print(f"numalign extender: internal error on {verb}: {e!r}", file=sys.stderr)
         self._json(status, doc)
-        label = verb if verb in POST_VERBS else "other"
-        core.metrics.requests.labels(str(status), label).inc()
-        core.metrics.request_duration.labels(label).observe(time.perf_counter() - t0)
+        count, duration = self.server.request_metrics(
+            str(status), verb if verb in POST_VERBS else "other")
+        count.inc()
+        duration.observe(time.perf_counter() - t0)
 
     def _filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
         names, items = wire.node_args(args)
-        pod = wire.pod_of(args)
-        passed, failed = self.server.core.filter(pod, names)
+        pod, shape = self.server.pod_cache.parse(args)
+        passed, failed = self.server.core.filter(pod, names, shape=shape)
         return wire.filter_result(args, names, items, passed, failed)
 
     def _prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
         names, _ = wire.node_args(args)
-        pod = wire.pod_of(args)
-        return wire.host_priority_list(self.server.core.prioritize(pod, names))
+        pod, shape = self.server.pod_cache.parse(args)
+        return wire.host_priority_list(self.server.core.prioritize(pod, names, shape=shape))
 
     def _bind(self, args: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         b = wire.binding_args(args)
@@ -493,6 +575,16 @@ def _listen(host: str, port: int, flag: str, make: Callable[[tuple[str, int]], E
         raise InputError(f"cannot listen on {host}:{port}: {why}", where) from None
 
 
+def _process_builder(core: ExtenderCore) -> ProcessBuilder | None:
+    """A worker process for node updates when the core's profile can be rebuilt there by
+    name (its filter is the registered one); else ``None`` (build on the update thread)."""
+    try:
+        same = get_profile(core.profile.name).filter is core.profile.filter
+    except InputError:
+        return None
+    return ProcessBuilder(core.profile.name) if same else None
+
+
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -545,6 +637,7 @@ def serve(
     except InputError as e:
         raise InputError(e.problem, "--profile") from None
     core = ExtenderCore(chosen, assume_ttl=assume_ttl, binder=binder)
+    builder = _process_builder(core)
     server = _listen(host, port, "--port", lambda addr: ExtenderServer(
         addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
         max_connections=max_connections))
@@ -557,6 +650,9 @@ def serve(
         except InputError:
             server.server_close()
             raise
+    if builder is not None:  # node updates are built in a worker process, outside our GIL
+        builder.start()
+        core.builder = builder
     stop = threading.Event()
     t = threading.Thread(target=run_source, args=(core, source, stop, resync), daemon=True)
     t.start()
@@ -568,6 +664,8 @@ def serve(
         server.serve_forever()
     finally:
         stop.set()
+        if builder is not None:
+            builder.close()
         for srv in servers:
             with contextlib.suppress(Exception):
                 if srv is not server:

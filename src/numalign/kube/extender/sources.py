@@ -20,54 +20,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from numalign.errors import InputError
 from numalign.kube.extender.core import ExtenderCore
-from numalign.kube.extender.limits import MAX_DEPTH
+from numalign.yamlfiles import load_yaml_all, loads_json, read_text
 
 #: largest NRT file read (bytes); a real object is a few KiB
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
-def _bracket_depth(text: str) -> int:
-    """The deepest nesting of ``[``/``{`` outside quoted strings (a cheap bound before a parse)."""
-    depth = deepest = 0
-    quote = ""
-    escaped = False
-    for ch in text:
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\" and quote == '"':
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
 def parse_nrt_text(text: str, where: str) -> list[Any]:
     """The objects of one NRT file (``List`` kinds expanded); :class:`InputError` if it cannot
-    be parsed within the bounds (size, nesting depth)."""
+    be parsed within the bounds of :mod:`numalign.yamlfiles` (size, nesting depth, values);
+    each object is held to :func:`~numalign.kube.extender.limits.check_nrt` when built."""
     if len(text) > MAX_FILE_BYTES:
         raise InputError(f"larger than {MAX_FILE_BYTES} bytes", where)
-    if _bracket_depth(text) > MAX_DEPTH:
-        raise InputError(f"nested deeper than {MAX_DEPTH} levels", where)
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as e:
-        raise InputError(f"malformed YAML: {str(e).splitlines()[0]}", where) from None
-    except RecursionError:
-        raise InputError("nested too deeply", where) from None
-    except (TypeError, ValueError) as e:
-        raise InputError(f"malformed YAML: {e}", where) from None
+    try:  # the bounded reader: depth, values (aliases expanded), integer digits
+        docs = [d for d in load_yaml_all(text, where, invalid="malformed YAML") if d is not None]
+    except (TypeError, ValueError, RecursionError) as e:  # defensive: a constructor's own error
+        raise InputError(f"malformed YAML: {type(e).__name__}", where) from None
     objs: list[Any] = []
     for d in docs:
         if isinstance(d, dict) and d.get("kind") == "List":
@@ -124,7 +94,7 @@ class DirSource:
                 if st.st_size > MAX_FILE_BYTES:
                     raise InputError(f"larger than {MAX_FILE_BYTES} bytes", str(p))
                 self.files_read += 1
-                objs = parse_nrt_text(p.read_text(encoding="utf-8"), str(p))
+                objs = parse_nrt_text(read_text(str(p), "NodeResourceTopology file"), str(p))
                 state.objects = {}
                 for i, o in enumerate(objs):
                     name = _name_of(o)
@@ -178,6 +148,14 @@ class DirSource:
         return len(touched) + len(removed - still)
 
 
+def _event(line: str) -> tuple[str, Any]:
+    """(type, object) of one watch event line, decoded with the bounded reader."""
+    ev = loads_json(line, "watch event")
+    if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
+        raise InputError("expected {type, object}", "watch event")
+    return ev["type"], ev.get("object")
+
+
 class WatchExpired(Exception):
     """The watch's resourceVersion is too old (HTTP 410 Gone): list again."""
 
@@ -198,7 +176,14 @@ class ApiSource:
         """(name -> object, the list's resourceVersion)."""
         from numalign.kube.exporter import GROUP, PLURAL, VERSION
 
-        resp: Any = self._custom().list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        raw: Any = self._custom().list_cluster_custom_object(GROUP, VERSION, PLURAL,
+                                                             _preload_content=False)
+        try:
+            resp = loads_json(raw.data, "NodeResourceTopology list")  # the bounded reader
+        finally:
+            raw.release_conn()
+        if not isinstance(resp, dict):
+            raise InputError("expected a NodeResourceTopologyList", "NodeResourceTopology list")
         objects: dict[str, Any] = {}
         for o in resp.get("items") or []:
             name = _name_of(o)
@@ -210,6 +195,35 @@ class ApiSource:
     def list(self) -> dict[str, Any]:
         return self.list_with_version()[0]
 
+    def _apply_event(self, core: ExtenderCore, line: str, rv: str | None) -> str | None:
+        """Apply one watch event line; returns the resourceVersion seen since. An event that
+        cannot be decoded within the bounds is logged and skipped; ``ERROR`` 410 raises
+        :class:`WatchExpired`."""
+        try:
+            kind, obj = _event(line)
+        except InputError as e:
+            print(f"numalign extender: skipped a watch event: {e.message}", file=self.log)
+            return rv
+        if kind == "ERROR":
+            status = obj if isinstance(obj, dict) else {}
+            if status.get("code") == 410:
+                raise WatchExpired(str(status.get("message") or "410 Gone"))
+            raise RuntimeError(f"watch error: {str(status.get('message'))[:200]}")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("resourceVersion"), str):
+            rv = meta["resourceVersion"]
+        name = _name_of(obj)
+        if kind == "BOOKMARK" or name is None:
+            return rv
+        if kind == "DELETED":
+            core.remove_node(name)
+            core.metrics.node_updates.labels("deleted").inc()
+        elif kind in ("ADDED", "MODIFIED"):
+            # queued when the core builds in a worker process: the watch reads on meanwhile
+            core.update_node_async(name, obj)
+            core.metrics.node_updates.labels(kind.lower()).inc()
+        return rv
+
     def watch(self, core: ExtenderCore, resource_version: str | None, seconds: int,
               stop: threading.Event) -> str | None:
         """Apply watch events from ``resource_version`` for up to ``seconds``; returns the last
@@ -217,35 +231,26 @@ class ApiSource:
         from numalign.kube.exporter import GROUP, PLURAL, VERSION, k8s
 
         api_exception = k8s("client.rest").ApiException
-        w = k8s("watch").Watch()
+        lines = k8s("watch.watch").iter_resp_lines  # the client's own line splitter
         rv = resource_version
         kwargs: dict[str, Any] = {"timeout_seconds": seconds, "allow_watch_bookmarks": True}
         if rv is not None:
             kwargs["resource_version"] = rv
         try:
-            for ev in w.stream(self._custom().list_cluster_custom_object, GROUP, VERSION, PLURAL,
-                               **kwargs):
-                kind = ev.get("type")
-                obj: Any = ev.get("object")
-                meta = obj.get("metadata") if isinstance(obj, dict) else None
-                if isinstance(meta, dict) and isinstance(meta.get("resourceVersion"), str):
-                    rv = meta["resourceVersion"]
-                name = _name_of(obj)
-                if kind == "BOOKMARK" or name is None:
-                    continue
-                if kind == "DELETED":
-                    core.remove_node(name)
-                    core.metrics.node_updates.labels("deleted").inc()
-                elif kind in ("ADDED", "MODIFIED"):
-                    core.update_node(name, obj)
-                    core.metrics.node_updates.labels(kind.lower()).inc()
-                if stop.is_set():
-                    w.stop()
-                    break
+            resp: Any = self._custom().list_cluster_custom_object(
+                GROUP, VERSION, PLURAL, watch=True, _preload_content=False, **kwargs)
         except api_exception as e:
             if getattr(e, "status", None) == 410:
                 raise WatchExpired(str(e)) from None
             raise
+        try:
+            for line in lines(resp):
+                rv = self._apply_event(core, line, rv)
+                if stop.is_set():
+                    break
+        finally:
+            resp.close()
+            resp.release_conn()
         return rv
 
 

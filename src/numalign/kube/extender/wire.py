@@ -16,6 +16,8 @@ from typing import Any
 
 from numalign.pods import Pod, parse_pods
 
+_STR_ONLY = frozenset({str})
+
 
 class BadRequest(Exception):
     def __init__(self, status: int, message: str) -> None:
@@ -48,7 +50,7 @@ def node_args(args: Mapping[str, Any]) -> tuple[list[str], list[Any] | None]:
     """(node names, the NodeList items when the Nodes form is used)."""
     names = args.get("NodeNames")
     if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        if not isinstance(names, list) or not _STR_ONLY.issuperset(map(type, names)):
             raise BadRequest(400, "NodeNames: expected a list of strings")
         return list(names), None
     nodes = args.get("Nodes")
