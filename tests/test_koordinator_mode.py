@@ -313,3 +313,42 @@ def test_plan_cache_keeps_the_engine_modes_apart() -> None:
     r2 = koord.admit(pod("b", 2, spread))
     assert len(cores_of(kubelet, r1.containers[0].cpus)) == 1  # the kubelet packs a core
     assert len(cores_of(koord, r2.containers[0].cpus)) == 2  # SpreadByPCPUs, not the replay
+
+
+def _gpu_node(labels: dict[str, str], memory_static: bool = False) -> Node:
+    """2 NUMA nodes x 4 cores x 2 threads, one GPU per NUMA node, best-effort."""
+    kubelet: dict[str, Any] = {"cpuManagerPolicy": "static", "topologyManagerPolicy": "best-effort",
+                               "reservedSystemCPUs": "0"}
+    shape: dict[str, Any] = {"sockets": 2, "numaPerSocket": 1, "coresPerNuma": 4, "threadsPerCore": 2,
+                             "gpusPerNuma": 1}
+    if memory_static:
+        shape["memoryPerNuma"] = "16Gi"
+        kubelet |= {"memoryManagerPolicy": "Static", "systemReserved": {"memory": "100Mi"},
+                    "reservedMemory": [{"numaNode": 0, "limits": {"memory": "200Mi"}}]}
+    return Node(load_machine({"name": "g", "labels": labels, "shape": shape, "kubelet": kubelet}))
+
+
+def _gpu_pod(name: str, cpus: int, gpus: int) -> Pod:
+    req = {"cpu": cpus * 1000, "memory": 1 << 30}
+    if gpus:
+        req["nvidia.com/gpu"] = gpus
+    c = Container("main", ContainerKind.APP, requests=req, limits=dict(req))
+    return Pod("t", name, default_uid("t", name), QOSClass.GUARANTEED, (c,))
+
+
+@pytest.mark.parametrize(("labels", "memory_static", "affinity"), [
+    ({}, False, 0b01),  # the kubelet: the narrowest non-preferred merged hint, NUMA 0
+    (KOORD, False, 0b11),  # Koordinator's BestEffort: unsatisfied -> all NUMA nodes
+    (KOORD, True, 0b01),  # the kubelet's Static memory manager allocates: the kubelet's merge
+])
+def test_koordinator_best_effort_falls_back_to_all_numa_nodes_in_admission(
+        labels: dict[str, str], memory_static: bool, affinity: int) -> None:
+    """Free CPUs only on NUMA 0, the free GPU only on NUMA 1: no NUMA node holds the pod.
+    Koordinator's merge (frameworkext/topologymanager policy_best_effort.go) then uses every
+    NUMA node; the kubelet keeps its narrowest non-preferred hint."""
+    n = _gpu_node(labels, memory_static)
+    assert n.admit(_gpu_pod("a", 8, 0)).admitted  # every CPU of NUMA 1
+    assert n.admit(_gpu_pod("b", 1, 1)).admitted  # the GPU of NUMA 0
+    r = n.admit(_gpu_pod("c", 2, 1))
+    assert r.admitted
+    assert (r.containers[0].affinity, r.containers[0].preferred) == (affinity, False)

@@ -13,13 +13,13 @@ caller's job (the node runs them on a copy of its state and keeps the copy only 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from numalign.errors import TopologyAffinityError
 from numalign.hints import ProviderHints, TopologyHint
 from numalign.pods import Pod
-from numalign.policies import Policy, Scope, TopologyPolicy
+from numalign.policies import MergeResult, Policy, Scope, TopologyPolicy
 from numalign.resources.base import Provider
 
 
@@ -32,6 +32,11 @@ class Decision:
     provider_hints: list[tuple[str, ProviderHints]] = field(default_factory=list)
 
 
+#: a merge of the providers' hints: the policy's own (the kubelet's), or an engine mode's
+#: (:func:`numalign.modes.merge`) answering the same best hint / admit pair
+Merge = Callable[[Sequence[ProviderHints]], MergeResult]
+
+
 class Rejected(TopologyAffinityError):
     """TopologyAffinityError carrying the decisions made so far (for explanations)."""
 
@@ -41,14 +46,15 @@ class Rejected(TopologyAffinityError):
 
 
 def admit(
-    policy: TopologyPolicy, scope: Scope, providers: Sequence[Provider], pod: Pod
+    policy: TopologyPolicy, scope: Scope, providers: Sequence[Provider], pod: Pod, merge: Merge | None = None
 ) -> list[Decision]:
-    """Run the admission loop of ``scope`` for ``pod``; returns one decision per container."""
+    """Run the admission loop of ``scope`` for ``pod``; returns one decision per container.
+    ``merge`` replaces the policy's merge (an engine mode's rules over the same merge)."""
     if policy.policy is Policy.NONE:
         return _admit_none(providers, pod)
     if scope is Scope.POD:
-        return _admit_pod(policy, providers, pod)
-    return _admit_container(policy, providers, pod)
+        return _admit_pod(merge or policy.merge, providers, pod)
+    return _admit_container(merge or policy.merge, providers, pod)
 
 
 def _admit_none(providers: Sequence[Provider], pod: Pod) -> list[Decision]:
@@ -61,13 +67,11 @@ def _admit_none(providers: Sequence[Provider], pod: Pod) -> list[Decision]:
     return out
 
 
-def _admit_container(
-    policy: TopologyPolicy, providers: Sequence[Provider], pod: Pod
-) -> list[Decision]:
+def _admit_container(merge: Merge, providers: Sequence[Provider], pod: Pod) -> list[Decision]:
     out: list[Decision] = []
     for c in pod.containers:
         hints = [(p.name, p.container_hints(pod, c)) for p in providers]
-        result = policy.merge([h for _, h in hints])
+        result = merge([h for _, h in hints])
         out.append(Decision(c.name, result.hint, hints))
         if not result.admit:
             raise Rejected(out)
@@ -76,9 +80,9 @@ def _admit_container(
     return out
 
 
-def _admit_pod(policy: TopologyPolicy, providers: Sequence[Provider], pod: Pod) -> list[Decision]:
+def _admit_pod(merge: Merge, providers: Sequence[Provider], pod: Pod) -> list[Decision]:
     hints = [(p.name, p.pod_hints(pod)) for p in providers]
-    result = policy.merge([h for _, h in hints])
+    result = merge([h for _, h in hints])
     out = [Decision(c.name, result.hint, hints) for c in pod.containers]
     if not result.admit:
         raise Rejected(out)

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from numalign import modes
 from numalign.bitmask import ids_of
 from numalign.errors import AdmissionError, InputError
+from numalign.hints import ProviderHints
 from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
 from numalign.modes import Mode, koordinator_policy, node_mode
@@ -32,6 +34,7 @@ from numalign.node.usage import container_usage
 from numalign.pod_policy import pod_policy
 from numalign.pods import Pod, effective_pod_requests
 from numalign.policies import (
+    MergeResult,
     Policy,
     Scope,
     TopologyPolicy,
@@ -44,7 +47,7 @@ from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_koordinator import KoordinatorCpuManager
 from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import MemoryManager
-from numalign.scopes import Decision, Rejected, admit
+from numalign.scopes import Decision, Merge, Rejected, admit
 
 DYNAMIC = "dynamic"  # KEP-693: the node applies each pod's own policy
 
@@ -227,6 +230,24 @@ class Node:
             cache.put(key, self.machine, entry)
         return result, planned
 
+    def _merge(self, policy: TopologyPolicy) -> Merge | None:
+        """The merge of this node's engine mode (None: the policy's own, the kubelet's).
+
+        A koordinator-mode node merges as Koordinator's topology manager does (a BestEffort
+        best hint that cannot hold every resource falls back to all NUMA nodes) when the
+        kubelet's Static memory manager is off, as Koordinator deployments run it; with the
+        Static memory manager on, the kubelet's memory manager allocates and its NUMA-group
+        rule refuses such a fallback mask, so the kubelet's merge is kept there."""
+        mode = self.mode
+        if mode is not Mode.KOORDINATOR or self.machine.kubelet.memory_manager_policy == "Static":
+            return None
+
+        def merge(providers: Sequence[ProviderHints]) -> MergeResult:
+            out = modes.merge(mode, policy, providers)
+            return MergeResult(out.hint, out.admit)
+
+        return merge
+
     def _plan(
         self, pod: Pod, policy: TopologyPolicy, scope: Scope, requests: dict[str, int], explain: bool
     ) -> tuple[PodResult, NodeState | None]:
@@ -234,7 +255,7 @@ class Node:
         pol, sc = policy.policy.value, scope.value
         work = self.state.copy()
         try:
-            decisions = admit(policy, scope, self.providers(work), pod)
+            decisions = admit(policy, scope, self.providers(work), pod, self._merge(policy))
         except Rejected as e:
             return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc,
                              containers=tuple(self._rejected(d, explain) for d in e.decisions)), None
