@@ -44,6 +44,7 @@ from numalign.merge_budget import MergeTooLarge
 from numalign.node.admission import PodResult
 from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
+from numalign.policies import Policy
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
 from numalign.scheduler.prefilter import NumaPrefilter
@@ -119,6 +120,14 @@ class Scheduler:
         self._state_of: list[tuple[int, int] | None] = [None] * len(cluster.nodes)
         self._state_ids: dict[Any, int] = {}
         self._state_counts: dict[tuple[int, Any], int] = {}
+        if self._by_state:
+            # nodes whose Topology Manager admits every alignment (best-effort, none): no
+            # prefilter condition, loose bounds, so walks there meet many nodes of equal score;
+            # their state numbers are made up front (like the scheduler's node info cache),
+            # not in the middle of a pod's cycle. Elsewhere they are made when first needed.
+            for i, cn in enumerate(cluster.nodes):
+                if cn.node.node_policy not in (Policy.RESTRICTED, Policy.SINGLE_NUMA_NODE):
+                    self._state_id(i)
 
     # --------------------------------------------------------------------- filter
 
