@@ -120,6 +120,8 @@ class Scheduler:
         self._state_of: list[tuple[int, int] | None] = [None] * len(cluster.nodes)
         self._state_ids: dict[Any, int] = {}
         self._state_counts: dict[tuple[int, Any], int] = {}
+        #: filter passes not yet filed under a state number: (node, version, shape, count)
+        self._answered: list[tuple[int, int, Any, int]] = []
         if self._by_state:
             # nodes whose Topology Manager admits every alignment (best-effort, none): no
             # prefilter condition, loose bounds, so walks there meet many nodes of equal score;
@@ -161,8 +163,27 @@ class Scheduler:
 
     def _known_count(self, i: int, shape: Any) -> int | None:
         """The NUMA count node ``i`` gives the pod shape if it passes predicate admission,
-        when a node in the same state has already answered; else None."""
+        when a node in the same state has already answered; else None.
+
+        Answers are filed under their node's state number only here, when one is asked for
+        (:meth:`_remember`), so a walk that never needs them never computes a state key."""
+        if self._answered:
+            for j, version, shp, count in self._answered:
+                if int(self.cluster.version[j]) == version:
+                    self._state_counts[(self._state_id(j), shp)] = count
+            self._answered.clear()
         return self._state_counts.get((self._state_id(i), shape))
+
+    def _remember(self, i: int, shape: Any, count: int) -> None:
+        """Node ``i`` (now) passed the exact filter for ``shape`` with ``count`` NUMA nodes."""
+        if len(self._answered) >= STATE_MEMO_SIZE:
+            del self._answered[: STATE_MEMO_SIZE // 4]
+        self._answered.append((i, int(self.cluster.version[i]), shape, count))
+
+    def _fresh_filter_result(self, i: int, shape: Any) -> FilterResult | None:
+        """The cached filter result of node ``i`` for ``shape`` if the node has not changed."""
+        hit = self._cache[i].get(shape)
+        return hit[1] if hit is not None and hit[0] == int(self.cluster.version[i]) else None
 
     def _node_scores(self, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         p = self.profile
@@ -323,7 +344,8 @@ class Scheduler:
                     continue
             if best_placement is not None and bound is not None and s + bound[i] <= best_placement.score:
                 continue
-            if best_placement is not None and numa is not None and self._by_state and not numa.node_aware:
+            if (best_placement is not None and numa is not None and self._by_state
+                    and not numa.node_aware and self._fresh_filter_result(i, shape) is None):
                 # a node in the same state answered: this node's count, if it passes at all
                 known = self._known_count(i, shape)
                 if known is not None and s + w * self._numa_score(i, pod, shape, known) <= best_placement.score:
@@ -334,7 +356,7 @@ class Scheduler:
                 reason = res.reason
                 continue
             if self._by_state and miss:
-                self._state_counts[(self._state_id(i), shape)] = res.numa_count
+                self._remember(i, shape, res.numa_count)
             total = s
             if numa is not None:
                 total += w * self._numa_score(i, pod, shape, res.numa_count)
