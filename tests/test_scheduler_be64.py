@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from benchmarks.scheduler_bench import template
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.scheduler_bench import template
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.scheduler import scheduler as scheduler_module
 from numalign.sim.cluster import load_cluster
