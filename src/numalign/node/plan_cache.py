@@ -45,6 +45,14 @@ def plan_key(machine: Machine, state: NodeState, pod: Pod) -> Hashable:
     )
 
 
+def state_key(machine: Machine, state: NodeState) -> Hashable:
+    """The part of :func:`plan_key` that belongs to the node: two nodes with equal state keys
+    make the same decision for every pod shape once predicate admission passed (the
+    scheduler uses it to know a node's answer from another node's, see
+    :class:`numalign.scheduler.scheduler.Scheduler`)."""
+    return (id(machine), decision_key(state.cpu, state.memory, state.devices))
+
+
 class PlanCache:
     """Bounded map plan key -> :class:`CachedPlan` (oldest entries dropped first)."""
 
@@ -101,4 +109,4 @@ class PlanCache:
         return NodeState(cpu, memory, devices, pods)
 
 
-__all__ = ["CachedPlan", "PlanCache", "plan_key"]
+__all__ = ["CachedPlan", "PlanCache", "plan_key", "state_key"]

@@ -16,7 +16,15 @@
    could get there (:meth:`~numalign.scheduler.scorers.NumaScore.bound`), so the chosen node
    is the best-scoring node of the sample that passes the filter - the same node as
    filtering the whole sample first. If none does, the nodes outside the sample are searched
-   the same way (kube-scheduler would have gone on looking for feasible nodes). With a
+   the same way (kube-scheduler would have gone on looking for feasible nodes). The exact
+   filter's answer depends only on the node's state key (:func:`numalign.node.plan_cache.
+   state_key`: machine, engine mode and what the managers' decisions read) and the pod
+   shape, once the node's predicate admission passes; so the NUMA count a node in the same
+   state gave for the shape is the node's own count, and an upper bound of its NUMA score
+   (a node failing predicate admission only drops out). The walk skips a candidate whose
+   state already answered and cannot beat the best total with that answer - without this,
+   on best-effort 64-NUMA nodes (loose bounds, many identical nodes) every candidate with
+   the same node score was admitted in full. Still exact: the chosen node is unchanged. With a
    relative NUMA score (Volcano's), ``nodes_to_score`` feasible nodes are collected first,
    then scored.
 4. **Reserve/bind**: the node's own admission runs (for the exact profile, the state planned
@@ -34,13 +42,18 @@ import numpy as np
 
 from numalign.merge_budget import MergeTooLarge
 from numalign.node.admission import PodResult
+from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
+from numalign.policies import Policy
 from numalign.scheduler.cluster import Cluster
-from numalign.scheduler.filters import FilterResult
+from numalign.scheduler.filters import FilterResult, exact_filter
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
+#: at most this many distinct node states (and their known NUMA counts) are remembered; the
+#: memo starts over beyond it
+STATE_MEMO_SIZE = 1 << 16
 
 
 def num_feasible_nodes_to_find(n: int) -> int:
@@ -100,6 +113,23 @@ class Scheduler:
         self._planned: dict[int, tuple[int, str, FilterResult]] = {}
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
+        #: the exact filter's answers shared by nodes in the same state (see step 3 above):
+        #: per node (version, state number); state key -> state number; (state number, pod
+        #: shape) -> NUMA count of a node of that state that passed the filter
+        self._by_state = profile.filter is exact_filter
+        self._state_of: list[tuple[int, int] | None] = [None] * len(cluster.nodes)
+        self._state_ids: dict[Any, int] = {}
+        self._state_counts: dict[tuple[int, Any], int] = {}
+        #: filter passes not yet filed under a state number: (node, version, shape, count)
+        self._answered: list[tuple[int, int, Any, int]] = []
+        if self._by_state:
+            # nodes whose Topology Manager admits every alignment (best-effort, none): no
+            # prefilter condition, loose bounds, so walks there meet many nodes of equal score;
+            # their state numbers are made up front (like the scheduler's node info cache),
+            # not in the middle of a pod's cycle. Elsewhere they are made when first needed.
+            for i, cn in enumerate(cluster.nodes):
+                if cn.node.node_policy not in (Policy.RESTRICTED, Policy.SINGLE_NUMA_NODE):
+                    self._state_id(i)
 
     # --------------------------------------------------------------------- filter
 
@@ -114,6 +144,46 @@ class Scheduler:
         if res.planned is not None:
             self._planned[i] = (version, pod.uid, res)
         return res, True
+
+    def _state_id(self, i: int) -> int:
+        """A number for node ``i``'s state key (equal numbers: equal keys), cached per version."""
+        version = int(self.cluster.version[i])
+        hit = self._state_of[i]
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        if len(self._state_ids) >= STATE_MEMO_SIZE:  # start over (numbers would be reused)
+            self._state_ids.clear()
+            self._state_counts.clear()
+            self._state_of = [None] * len(self.cluster.nodes)
+        node = self.cluster.nodes[i].node
+        key = (node.mode, state_key(node.machine, node.state))
+        sid = self._state_ids.setdefault(key, len(self._state_ids))
+        self._state_of[i] = (version, sid)
+        return sid
+
+    def _known_count(self, i: int, shape: Any) -> int | None:
+        """The NUMA count node ``i`` gives the pod shape if it passes predicate admission,
+        when a node in the same state has already answered; else None.
+
+        Answers are filed under their node's state number only here, when one is asked for
+        (:meth:`_remember`), so a walk that never needs them never computes a state key."""
+        if self._answered:
+            for j, version, shp, count in self._answered:
+                if int(self.cluster.version[j]) == version:
+                    self._state_counts[(self._state_id(j), shp)] = count
+            self._answered.clear()
+        return self._state_counts.get((self._state_id(i), shape))
+
+    def _remember(self, i: int, shape: Any, count: int) -> None:
+        """Node ``i`` (now) passed the exact filter for ``shape`` with ``count`` NUMA nodes."""
+        if len(self._answered) >= STATE_MEMO_SIZE:
+            del self._answered[: STATE_MEMO_SIZE // 4]
+        self._answered.append((i, int(self.cluster.version[i]), shape, count))
+
+    def _fresh_filter_result(self, i: int, shape: Any) -> FilterResult | None:
+        """The cached filter result of node ``i`` for ``shape`` if the node has not changed."""
+        hit = self._cache[i].get(shape)
+        return hit[1] if hit is not None and hit[0] == int(self.cluster.version[i]) else None
 
     def _node_scores(self, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         p = self.profile
@@ -274,11 +344,19 @@ class Scheduler:
                     continue
             if best_placement is not None and bound is not None and s + bound[i] <= best_placement.score:
                 continue
+            if (best_placement is not None and numa is not None and self._by_state
+                    and not numa.node_aware and self._fresh_filter_result(i, shape) is None):
+                # a node in the same state answered: this node's count, if it passes at all
+                known = self._known_count(i, shape)
+                if known is not None and s + w * self._numa_score(i, pod, shape, known) <= best_placement.score:
+                    continue
             res, miss = self._filter(i, pod, shape)
             checks += miss
             if not res.passed:
                 reason = res.reason
                 continue
+            if self._by_state and miss:
+                self._remember(i, shape, res.numa_count)
             total = s
             if numa is not None:
                 total += w * self._numa_score(i, pod, shape, res.numa_count)
