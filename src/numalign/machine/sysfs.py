@@ -230,6 +230,19 @@ def _open_tar(tarball: str | Path) -> tarfile.TarFile:
     return tarfile.open(fileobj=io.BytesIO(whole), mode="r:")
 
 
+def _members(tf: tarfile.TarFile, tarball: str | Path) -> Iterator[tarfile.TarInfo]:
+    """The archive's members in order, under the member-count and content caps (raising past
+    them); files larger than any sysfs file are left out."""
+    scanned = content = 0
+    while (member := tf.next()) is not None:
+        scanned += 1
+        content += max(member.size, 0)
+        _check_caps(scanned, content, tarball)
+        if member.isfile() and member.size > MAX_SYSFS_FILE_BYTES:
+            continue
+        yield member
+
+
 def read_capture_tree(tarball: str | Path) -> CaptureTree:
     """A captured tree, in memory: the members :func:`extract_capture` would unpack, as it
     would unpack them (same caps, filter and order), without touching the disk."""
@@ -237,13 +250,7 @@ def read_capture_tree(tarball: str | Path) -> CaptureTree:
     try:
         _check_size(tarball)
         with _open_tar(tarball) as tf:
-            scanned = content = 0
-            while (member := tf.next()) is not None:
-                scanned += 1
-                content += max(member.size, 0)
-                _check_caps(scanned, content, tarball)
-                if member.isfile() and member.size > MAX_SYSFS_FILE_BYTES:
-                    continue
+            for member in _members(tf, tarball):
                 name = _data_name(member)
                 if name is None or not _wanted_name(name, member.isfile()):
                     continue
@@ -276,13 +283,7 @@ def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
         _check_size(tarball)
         with tarfile.open(tarball, "r:*") as tf:
             safe: list[tarfile.TarInfo] = []
-            scanned = content = 0
-            while (member := tf.next()) is not None:
-                scanned += 1
-                content += max(member.size, 0)
-                _check_caps(scanned, content, tarball)
-                if member.isfile() and member.size > MAX_SYSFS_FILE_BYTES:
-                    continue
+            for member in _members(tf, tarball):
                 try:
                     checked = tarfile.data_filter(member, str(dest))
                 except tarfile.FilterError:
