@@ -276,6 +276,17 @@ class _Accumulator:
                 out.append(c)
         return out
 
+    def take_first_fitting(
+        self, groups: Iterable[list[int]], order: Callable[[Sequence[int]], list[int]] | None = None
+    ) -> bool:
+        """Take the first ``needed`` CPUs (in ``order``, else as listed) of the first group that
+        holds that many; False when none does."""
+        for cpus in groups:
+            if len(cpus) >= self.needed:
+                self.take((order(cpus) if order is not None else cpus)[: self.needed])
+                return True
+        return False
+
     def spread(self, cpus: Sequence[int]) -> list[int]:
         """One CPU per core per round, keeping the order within a round."""
         if len(cpus) <= self.per_core:
@@ -410,17 +421,11 @@ def take_cpus(
         raise CpuAllocError(ERR_NOT_ENOUGH_CPUS)
     full = bind is BindPolicy.FULL_PCPUS
     if full or acc.per_core == 1:
-        if acc.needed <= acc.per_node:
-            for fe in (True, False):
-                for cpus in acc.free_cores_in_node(True, fe):
-                    if len(cpus) >= acc.needed:
-                        acc.take(cpus[: acc.needed])
-                        return frozenset(acc.result)
-        if acc.needed <= acc.per_socket:
-            for cpus in acc.free_cores_in_socket(True):
-                if len(cpus) >= acc.needed:
-                    acc.take(cpus[: acc.needed])
-                    return frozenset(acc.result)
+        if acc.needed <= acc.per_node and acc.take_first_fitting(
+                c for fe in (True, False) for c in acc.free_cores_in_node(True, fe)):
+            return frozenset(acc.result)
+        if acc.needed <= acc.per_socket and acc.take_first_fitting(acc.free_cores_in_socket(True)):
+            return frozenset(acc.result)
         left: list[list[int]] = []
         for cpus in sorted(acc.free_cores_in_socket(True), key=len, reverse=True):
             if not acc.needs(len(cpus)):
@@ -438,18 +443,12 @@ def take_cpus(
                     if not acc.needs(acc.per_core):
                         break
     if not full:
-        if acc.needed <= acc.per_node:
-            for fe in (True, False):
-                for cpus in acc.free_cpus_in_node(fe):
-                    if len(cpus) >= acc.needed:
-                        acc.take(acc.spread(cpus)[: acc.needed])
-                        return frozenset(acc.result)
-        if acc.needed <= acc.per_socket:
-            for fe in (True, False):
-                for cpus in acc.free_cpus_in_socket(fe):
-                    if len(cpus) >= acc.needed:
-                        acc.take(acc.spread(cpus)[: acc.needed])
-                        return frozenset(acc.result)
+        if acc.needed <= acc.per_node and acc.take_first_fitting(
+                (c for fe in (True, False) for c in acc.free_cpus_in_node(fe)), acc.spread):
+            return frozenset(acc.result)
+        if acc.needed <= acc.per_socket and acc.take_first_fitting(
+                (c for fe in (True, False) for c in acc.free_cpus_in_socket(fe)), acc.spread):
+            return frozenset(acc.result)
     for fe in (True, False):
         for c in acc.spread(acc.free_cpus(fe)):
             if acc.needs(1):
