@@ -20,6 +20,7 @@ from collections.abc import Callable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from distance_tables import sgi_like
 from numalign._reference import product_fold
 from numalign.bitmask import mask_of
 from numalign.hints import CANNOT_SATISFY, Demand, GeneratedHints, HintList
@@ -144,17 +145,7 @@ def test_search_with_an_oracle_is_the_exhaustive_minimum(table: tuple[int, Table
 def test_sixteen_nodes_every_size() -> None:
     """SGI-like parity table on 16 nodes, every size, against exhaustion."""
 
-    def d(i: int, j: int) -> int:
-        if i == j:
-            return 10
-        a, b = i // 2, j // 2
-        if a == b:
-            return 22
-        if a // 4 == b // 4:
-            return 26 if (a ^ b) in (1, 2) else 30
-        return 30 if (a ^ b) & 1 == 0 else 34
-
-    dist = {i: {j: d(i, j) for j in range(16)} for i in range(16)}
+    dist = sgi_like(16, 2)
     for q in range(1, 17):
         assert closest_best((1 << 16) - 1, q, None, dist, Budget()) == exhaustive(16, q, dist, lambda m: True), q
 
@@ -163,17 +154,7 @@ def test_sixteen_nodes_every_size() -> None:
 
 
 def _sgi64() -> Table:
-    def d(i: int, j: int) -> int:
-        if i == j:
-            return 10
-        a, b = i // 4, j // 4
-        if a == b:
-            return 22
-        if a // 4 == b // 4:
-            return 26 if (a ^ b) in (1, 2) else 30
-        return 30 if (a ^ b) & 1 == 0 else 34
-
-    return {i: {j: d(i, j) for j in range(64)} for i in range(64)}
+    return sgi_like(64, 4)
 
 
 # answers of the direct search (before the complement search existed, 5,000-7,800 steps each)

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 import numalign.merge as merge_module
 import numalign.merge_budget as budget_module
 import numalign.merge_order as order_module
+from distance_tables import sgi_like
 from numalign._reference import _compare, _narrowest_count, product_fold
 from numalign.bitmask import ids_of, iterate_masks, mask_of
 from numalign.errors import InputError
@@ -584,17 +585,7 @@ def test_closest_search_is_the_exhaustive_minimum(table: tuple[int, dict[int, di
 
 def test_closest_search_on_the_sgi_table_is_fast() -> None:
     """The 64-node SGI table's shape (16 runs of 4 in 4 blocks): wide sizes stay cheap."""
-    def d(i: int, j: int) -> int:
-        if i == j:
-            return 10
-        a, b = i // 4, j // 4
-        if a == b:
-            return 22
-        if a // 4 == b // 4:
-            return 26 if (a ^ b) in (1, 2) else 30
-        return 30 if (a ^ b) & 1 == 0 else 34
-
-    dist = {i: {j: d(i, j) for j in range(64)} for i in range(64)}
+    dist = sgi_like(64, 4)
     for q in (20, 40, 56):
         budget = budget_module.Budget(60_000)
         got = order_module.closest_best((1 << 64) - 1, q, None, dist, budget)
