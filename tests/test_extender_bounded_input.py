@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from conftest import REPO
+from extender_helpers import api_source_running, wait
 from numalign.errors import InputError
-from numalign.kube.extender import ApiSource, DirSource, ExtenderCore, run_source, serve_in_thread
+from numalign.kube.extender import ApiSource, DirSource, ExtenderCore, serve_in_thread
 from numalign.kube.extender.sources import parse_nrt_text
 from numalign.kube.topology import build_nrt
 from numalign.machine.spec import read_machine_file
@@ -158,15 +159,6 @@ def _list(*objs: dict[str, Any], rv: str = "5") -> bytes:
                        "metadata": {"resourceVersion": rv}, "items": list(objs)}).encode()
 
 
-def _wait(cond: Any, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached")
-
-
 def test_watch_events_are_decoded_with_the_bounded_reader(api: tuple[Any, Any]) -> None:
     srv, client = api
     srv.list_body = _list(fig_nrt("a"), fig_nrt("b"))
@@ -181,21 +173,14 @@ def test_watch_events_are_decoded_with_the_bounded_reader(api: tuple[Any, Any]) 
                  json.dumps({"type": "ADDED", "object": fig_nrt("c", rv="8")}).encode()]
     core = ExtenderCore(log=io.StringIO())
     log = io.StringIO()
-    stop = threading.Event()
-    t = threading.Thread(target=run_source, args=(core, ApiSource(client, log=log), stop, 0.05),
-                         kwargs={"log": log, "watch_seconds": 2})
-    t.start()
-    try:
-        _wait(lambda: "c" in core.nodes)
+    with api_source_running(core, client, log) as t:
+        wait(lambda: "c" in core.nodes)
         assert sorted(core.nodes) == ["a", "b", "c"]
         assert core.nodes["b"].version == 1  # the good MODIFIED after the hostile ones applied
         skipped = [ln for ln in log.getvalue().splitlines() if "skipped a watch event" in ln]
         assert len(skipped) == 2
         assert "nested deeper than 100 levels" in skipped[0]
         assert srv.lists == 1
-    finally:
-        stop.set()
-        t.join(10)
     assert not t.is_alive()
 
 

@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
+from extender_helpers import count_engine_builds
 from numalign.kube.extender import DirSource, ExtenderCore, serve_in_thread
 from numalign.kube.extender import core as core_module
 from numalign.kube.extender.core import CACHE_PER_NODE, MAX_REMEMBERED_PODS
@@ -145,14 +146,7 @@ def test_engine_build_never_holds_the_lock(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_one_update_rebuilds_one_node(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    builds: list[str] = []
-    real = core_module.engine_from_nrt
-
-    def counting(obj: Any) -> Node:
-        builds.append(obj["metadata"]["name"])
-        return real(obj)
-
-    monkeypatch.setattr(core_module, "engine_from_nrt", counting)
+    builds = count_engine_builds(monkeypatch)
     for i in range(50):
         (tmp_path / f"n{i}.yaml").write_text(yaml.safe_dump(fig_nrt(f"n{i}")))
     core = ExtenderCore(log=io.StringIO())

@@ -10,7 +10,7 @@ import io
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from conftest import REPO
-from numalign.kube.extender import ApiSource, ExtenderCore, run_source
-from numalign.kube.extender import core as core_module
+from extender_helpers import api_source_running, count_engine_builds, wait
+from numalign.kube.extender import ExtenderCore
 from numalign.kube.topology import build_nrt
 from numalign.machine.spec import read_machine_file
 from numalign.node.admission import Node
@@ -133,35 +133,15 @@ def api() -> Iterator[tuple[Store, Any]]:
         srv.server_close()
 
 
-def wait(cond: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("condition not reached")
-
-
 def test_list_once_then_one_node_per_event(api: tuple[Store, Any],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     store, client = api
-    builds: list[str] = []
-    real = core_module.engine_from_nrt
-
-    def counting(obj: Any) -> Node:
-        builds.append(obj["metadata"]["name"])
-        return real(obj)
-
-    monkeypatch.setattr(core_module, "engine_from_nrt", counting)
+    builds = count_engine_builds(monkeypatch)
     for name in ("a", "b", "c"):
         store.put("ADDED", fig_nrt(name))
     core = ExtenderCore(log=io.StringIO())
-    stop = threading.Event()
     log = io.StringIO()
-    t = threading.Thread(target=run_source, args=(core, ApiSource(client, log=log), stop, 0.05),
-                         kwargs={"log": log, "watch_seconds": 2})
-    t.start()
-    try:
+    with api_source_running(core, client, log) as t:
         assert core.ready.wait(10)
         assert sorted(core.nodes) == ["a", "b", "c"] and sorted(builds) == ["a", "b", "c"]
         wait(lambda: len(store.watches) >= 1)
@@ -196,7 +176,4 @@ def test_list_once_then_one_node_per_event(api: tuple[Store, Any],
         assert store.lists == 2
         assert "410" in log.getvalue() or "expired" in log.getvalue()
         assert sorted(core.nodes) == ["b", "d", "e"] and "c" in core.broken
-    finally:
-        stop.set()
-        t.join(10)
     assert not t.is_alive()
