@@ -212,9 +212,7 @@ class Node:
         cache = None if explain else self.plan_cache
         if cache is None:
             return self._plan(pod, policy, scope, requests, explain)
-        # the engine mode and the policy in force are part of the situation too (a pod's own
-        # policy on dynamic / Koordinator nodes; a profile may set the mode)
-        key = (plan_key(self.machine, self.state, pod), self.mode, policy.policy, scope)
+        key = plan_key(self.machine, self.mode, self.state, pod)
         hit = cache.get(key)
         if hit is not None:
             cached: PodResult = hit.result

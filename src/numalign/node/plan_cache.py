@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from numalign.machine.model import Machine
+from numalign.modes import Mode
 from numalign.node.state import NodeState, PodRecord
 from numalign.pods import Pod
 from numalign.resources.pod_delta import PodDelta, decision_key, holds
@@ -33,24 +34,20 @@ class CachedPlan:
     record: PodRecord | None
 
 
-def plan_key(machine: Machine, state: NodeState, pod: Pod) -> Hashable:
+def plan_key(machine: Machine, mode: Mode, state: NodeState, pod: Pod) -> Hashable:
     """Everything a new pod's admission on a node reads once predicate admission passed
-    (node-level requests are only read there): the machine (and with it the kubelet
-    configuration), the managers' states and the pod's shape and container names."""
-    return (
-        id(machine),
-        decision_key(state.cpu, state.memory, state.devices),
-        pod.shape,
-        tuple(c.name for c in pod.containers),
-    )
+    (node-level requests are only read there): the node's part (:func:`state_key`) and the
+    pod's shape (annotations included, so the policy in force follows) and container names."""
+    return (state_key(machine, mode, state), pod.shape, tuple(c.name for c in pod.containers))
 
 
-def state_key(machine: Machine, state: NodeState) -> Hashable:
-    """The part of :func:`plan_key` that belongs to the node: two nodes with equal state keys
-    make the same decision for every pod shape once predicate admission passed (the
-    scheduler uses it to know a node's answer from another node's, see
-    :class:`numalign.scheduler.scheduler.Scheduler`)."""
-    return (id(machine), decision_key(state.cpu, state.memory, state.devices))
+def state_key(machine: Machine, mode: Mode, state: NodeState) -> Hashable:
+    """The part of :func:`plan_key` that belongs to the node: the machine (and with it the
+    kubelet configuration and labels), the engine mode (a scheduler profile may set it on a
+    node) and the managers' states. Two nodes with equal state keys make the same decision
+    for every pod shape once predicate admission passed (the scheduler uses it to know a
+    node's answer from another node's, see :class:`numalign.scheduler.scheduler.Scheduler`)."""
+    return (id(machine), mode, decision_key(state.cpu, state.memory, state.devices))
 
 
 class PlanCache:

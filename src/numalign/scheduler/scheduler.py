@@ -156,7 +156,7 @@ class Scheduler:
             self._state_counts.clear()
             self._state_of = [None] * len(self.cluster.nodes)
         node = self.cluster.nodes[i].node
-        key = (node.mode, state_key(node.machine, node.state))
+        key = state_key(node.machine, node.mode, node.state)
         sid = self._state_ids.setdefault(key, len(self._state_ids))
         self._state_of[i] = (version, sid)
         return sid
