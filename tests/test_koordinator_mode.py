@@ -352,3 +352,12 @@ def test_koordinator_best_effort_falls_back_to_all_numa_nodes_in_admission(
     r = n.admit(_gpu_pod("c", 2, 1))
     assert r.admitted
     assert (r.containers[0].affinity, r.containers[0].preferred) == (affinity, False)
+
+
+@pytest.mark.parametrize("raw", ["[" * 100_000 + "]" * 100_000, "{bad", "\udcff"])
+def test_hostile_resource_spec_is_a_one_line_input_error(raw: str) -> None:
+    from numalign.resources.cpu_koordinator import parse_resource_spec
+
+    with pytest.raises(InputError) as err:
+        parse_resource_spec({RESOURCE_SPEC: raw})
+    assert RESOURCE_SPEC in err.value.field and "\n" not in str(err.value)

@@ -40,7 +40,6 @@ Upstream has no ``ConstraintSpreadByPCPUs`` policy (only ``Default``, ``FullPCPU
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -55,6 +54,7 @@ from numalign.policies import Policy
 from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
 from numalign.resources.cpu_state import CpuState
+from numalign.yamlfiles import loads_json
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -132,10 +132,7 @@ def parse_resource_spec(annotations: Mapping[str, str], where: str = "metadata.a
     if raw is None:
         return ResourceSpec()
     field = f"{where}[{RESOURCE_SPEC}]"
-    try:
-        doc = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON: {e.msg}", field) from None
+    doc = loads_json(raw, field)  # bounded: depth, size, encoding
     if not isinstance(doc, dict):
         raise InputError("must be a JSON object", field)
     return ResourceSpec(
