@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
@@ -188,3 +190,15 @@ def test_koordinator_annotation_is_bounded(value: str) -> None:
     (pod,) = parse_pods([doc])
     with pytest.raises(InputError):
         pod_policy(pod)
+
+
+@pytest.mark.parametrize(("stdin", "message"), [
+    (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 100 levels"),
+    (b"\xff\xfe: x", "not UTF-8 text"),
+])
+def test_admit_pods_from_stdin_are_bounded(stdin: bytes, message: str) -> None:
+    """`numalign admit ... -` reads stdin with the bounded reader: one line, exit 2."""
+    out = subprocess.run([sys.executable, "-m", "numalign.cli", "admit", "-m", "examples/fig1.yaml", "-"],
+                         input=stdin, capture_output=True, cwd=REPO, env=os.environ.copy(), timeout=120)
+    err = out.stderr.decode()
+    assert out.returncode == 2 and message in err and err.count("\n") == 1, err

@@ -104,14 +104,9 @@ def _read_pods(paths: Sequence[str]) -> list[Any]:
         if path != "-":
             pods.extend(read_pod_files([path], require_pods=True))
             continue
-        import yaml
+        from numalign.yamlfiles import load_yaml_all, read_text
 
-        from numalign.yamlfiles import yaml_problem
-
-        try:
-            docs = list(yaml.safe_load_all(sys.stdin.read()))
-        except yaml.YAMLError as e:
-            raise InputError(f"invalid YAML: {yaml_problem(e)}", "stdin") from None
+        docs = load_yaml_all(read_text("-"), "stdin")  # bounded: size, depth, encoding
         found = parse_pods(docs, "stdin")
         if not found:
             raise InputError("no pod in the input (it is empty or has only empty documents)", "stdin")
