@@ -499,17 +499,7 @@ def _read_cpus(fs: _Fs, warnings: list[str]) -> dict[int, _RawCpu]:
         die = fs.int_(f"{d}/topology/die_id")
         if die is not None and die < 0:
             die = None
-        siblings: frozenset[int] | None = None
-        try:
-            sib = fs.text(f"{d}/topology/thread_siblings_list")
-            if sib is not None:
-                siblings = parse_kernel_cpulist(sib)
-            else:
-                sib = fs.text(f"{d}/topology/thread_siblings")
-                if sib is not None:
-                    siblings = parse_cpumask(sib)
-        except InputError:
-            siblings = None
+        siblings = _cpu_set_file(fs, f"{d}/topology/thread_siblings_list", f"{d}/topology/thread_siblings")
         if siblings is not None and c not in siblings:
             siblings = None
         if online and (package is None or core_id is None):
@@ -676,22 +666,25 @@ def _hostname(fs: _Fs, live: bool, fallback: str) -> str:
     return fallback
 
 
+def _cpu_set_file(fs: _Fs, list_path: str, mask_path: str) -> frozenset[int] | None:
+    """A CPU set the kernel shows twice: ``list_path`` (a CPU list) or, without it,
+    ``mask_path`` (a hex mask). None if neither file is there or the text does not parse."""
+    try:
+        text = fs.text(list_path)
+        if text is not None:
+            return parse_kernel_cpulist(text)
+        text = fs.text(mask_path)
+        return None if text is None else parse_cpumask(text)
+    except InputError:
+        return None
+
+
 def _locality_from_cpus(fs: _Fs, rel: str, node_cpus: dict[int, frozenset[int]]) -> tuple[int, ...]:
     """Without ``numa_node``: the nodes whose CPUs meet ``local_cpulist``/``local_cpus``.
 
     Only a proper subset of the nodes counts (local CPUs = every CPU says nothing).
     """
-    local: frozenset[int] | None = None
-    try:
-        t = fs.text(f"{rel}/local_cpulist")
-        if t is not None:
-            local = parse_kernel_cpulist(t)
-        else:
-            t = fs.text(f"{rel}/local_cpus")
-            if t is not None:
-                local = parse_cpumask(t)
-    except InputError:
-        return ()
+    local = _cpu_set_file(fs, f"{rel}/local_cpulist", f"{rel}/local_cpus")
     if not local:
         return ()
     near = tuple(sorted(n for n, cpus in node_cpus.items() if cpus & local))
