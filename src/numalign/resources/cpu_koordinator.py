@@ -17,7 +17,14 @@ Read from koordinator-sh/koordinator (written anew here, not copied):
     and the NUMA node's free CPUs (by strategy), the core's free CPUs (fewest first), socket,
     core; spread one per core per round.
 
-  ``maxRefCount`` (CPU sharing between pods by reservations) is always 1 here.
+  ``maxRefCount`` (how many pods may hold one CPU; ``TopologyOptions.MaxRefCount``, 1 unless
+  an out-of-tree plugin raises it - no in-tree code does at ``a7a1b76b``): with more than 1,
+  the CPUs of ``available`` may already be held ``ref_counts[c]`` times; whole cores are then
+  ordered by their free CPUs' summed reference counts (after size), CPUs inside a NUMA node,
+  socket or core by their own count (then id), and ``freeCPUs`` puts less-referenced cores
+  first after the socket (``getCoreRefCount``, ``sortCPUsByRefCount``). Which CPUs are
+  available at all is :class:`CpuRefCounts`' job (``node_allocation.go`` ``getAvailableCPUs``:
+  a CPU is available while fewer than ``maxRefCount`` pods hold it).
 * ``resource_manager.go`` - ``filterCPUsByRequiredCPUBindPolicy`` (a *required* policy keeps only
   whole free cores, or one CPU per core), ``satisfiedRequiredCPUBindPolicy`` and the even split of
   the CPUs over a hint's NUMA nodes (``tryBestToDistributeEvenly`` / ``splitQuantity``,
@@ -41,7 +48,7 @@ Upstream has no ``ConstraintSpreadByPCPUs`` policy (only ``Default``, ``FullPCPU
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
@@ -223,10 +230,15 @@ class _Accumulator:
         needed: int,
         exclusive: ExclusivePolicy,
         strategy: NumaAllocateStrategy,
+        ref_counts: Mapping[int, int] | None = None,
+        max_ref_count: int = 1,
     ) -> None:
         self.topo = topo
         self.d: Mapping[int, CpuInfo] = topo.details
         self.free: set[int] = {c for c in available if c in self.d}
+        #: reference counts of the free CPUs; empty (all 0) unless ``max_ref_count > 1``
+        self.ref: dict[int, int] = (
+            {c: ref_counts.get(c, 0) for c in self.free} if max_ref_count > 1 and ref_counts else {})
         self.needed = needed
         self.policy = exclusive
         self.strategy = strategy
@@ -256,6 +268,18 @@ class _Accumulator:
 
     def satisfied(self) -> bool:
         return self.needed < 1
+
+    def _core_ref(self, core: int) -> int:
+        """``getCoreRefCount``: the summed reference counts of the core's free CPUs."""
+        if not self.ref:
+            return 0
+        return sum(self.ref.get(c, 0) for c in self.topo.cpus_in_core.get(core, ()) if c in self.free)
+
+    def _by_ref(self, cpus: Iterable[int]) -> list[int]:
+        """Ascending ids, then (``sortCPUsByRefCount``) the least-referenced first."""
+        if not self.ref:
+            return sorted(cpus)
+        return sorted(cpus, key=lambda c: (self.ref.get(c, 0), c))
 
     def _pcpu_excl(self, c: int) -> bool:
         return self.policy is ExclusivePolicy.PCPU_LEVEL and self.d[c].core in self.excl_cores
@@ -320,7 +344,8 @@ class _Accumulator:
                 continue
             groups.setdefault(key(self.d[cpus[0]]), []).append(core)
         return {
-            g: [c for core in sorted(cs, key=lambda k: (-len(cores[k]), k)) for c in sorted(cores[core])]
+            g: [c for core in sorted(cs, key=lambda k: (-len(cores[k]), self._core_ref(k), k))
+                for c in sorted(cores[core])]
             for g, cs in groups.items()
         }
 
@@ -354,7 +379,7 @@ class _Accumulator:
             by_node.setdefault(info.numa, []).append(c)
             socket_free[info.socket] = socket_free.get(info.socket, 0) + 1
         node_free = {n: len(cpus) for n, cpus in by_node.items()}
-        lists = {n: sorted(cpus) for n, cpus in by_node.items()}
+        lists = {n: self._by_ref(cpus) for n, cpus in by_node.items()}
         if filter_exclusive:
             lists = {n: self._one_per_core(cpus) for n, cpus in lists.items()}
 
@@ -370,7 +395,7 @@ class _Accumulator:
             if filter_exclusive and self._pcpu_excl(c):
                 continue
             by_socket.setdefault(self.d[c].socket, []).append(c)
-        lists = {s: sorted(cpus) for s, cpus in by_socket.items()}
+        lists = {s: self._by_ref(cpus) for s, cpus in by_socket.items()}
         if filter_exclusive:
             lists = {s: self._one_per_core(cpus) for s, cpus in lists.items()}
         order = sorted(lists, key=lambda s: (_free_key(len(lists[s]), self.strategy), s))
@@ -386,7 +411,7 @@ class _Accumulator:
             socket_free[info.socket] = socket_free.get(info.socket, 0) + len(cpus)
         colo = {s: len(self.topo.cpus_in_socket.get(s, frozenset()) & self.result) for s in socket_free}
 
-        def key(core: int) -> tuple[int, int, int, int, int, int]:
+        def key(core: int) -> tuple[int, int, int, int, int, int, int]:
             info = self.d[cores[core][0]]
             return (
                 -colo[info.socket],
@@ -394,10 +419,11 @@ class _Accumulator:
                 _free_key(node_free[info.numa], self.strategy),
                 len(cores[core]),
                 info.socket,
+                self._core_ref(core),
                 core,
             )
 
-        return [c for core in sorted(cores, key=key) for c in sorted(cores[core])]
+        return [c for core in sorted(cores, key=key) for c in self._by_ref(cores[core])]
 
 
 def take_cpus(
@@ -408,10 +434,13 @@ def take_cpus(
     exclusive: ExclusivePolicy = ExclusivePolicy.NONE,
     strategy: NumaAllocateStrategy = NumaAllocateStrategy.MOST_ALLOCATED,
     allocated: Mapping[int, ExclusivePolicy] | None = None,
+    ref_counts: Mapping[int, int] | None = None,
+    max_ref_count: int = 1,
 ) -> frozenset[int]:
     """Koordinator ``takeCPUs``: ``n`` CPUs out of ``available``. ``allocated`` maps CPUs held by
-    other pods to those pods' exclusive policy. Raises :class:`CpuAllocError`."""
-    acc = _Accumulator(topo, available, allocated or {}, n, exclusive, strategy)
+    other pods to those pods' exclusive policy; ``ref_counts`` how many pods hold each CPU (read
+    only when ``max_ref_count > 1``). Raises :class:`CpuAllocError`."""
+    acc = _Accumulator(topo, available, allocated or {}, n, exclusive, strategy, ref_counts, max_ref_count)
     if acc.satisfied():
         return frozenset()
     if acc.needed > len(acc.free):
@@ -464,18 +493,75 @@ def take_preferred_cpus(
     exclusive: ExclusivePolicy = ExclusivePolicy.NONE,
     strategy: NumaAllocateStrategy = NumaAllocateStrategy.MOST_ALLOCATED,
     allocated: Mapping[int, ExclusivePolicy] | None = None,
+    ref_counts: Mapping[int, int] | None = None,
+    max_ref_count: int = 1,
 ) -> frozenset[int]:
     """Koordinator ``takePreferredCPUs``: as many as possible from ``preferred`` first."""
     avail = frozenset(available)
     pref = avail & frozenset(preferred)
     result: frozenset[int] = frozenset()
     if pref:
-        result = take_cpus(topo, pref, min(n, len(pref)), bind, exclusive, strategy, allocated)
+        result = take_cpus(topo, pref, min(n, len(pref)), bind, exclusive, strategy, allocated,
+                           ref_counts, max_ref_count)
         n -= len(result)
         avail -= pref
     if n > 0:
-        result |= take_cpus(topo, avail, n, bind, exclusive, strategy, allocated)
+        result |= take_cpus(topo, avail, n, bind, exclusive, strategy, allocated, ref_counts, max_ref_count)
     return result
+
+
+# ------------------------------------------------------------------- CPUs held by pods
+
+
+@dataclass
+class CpuRefCounts:
+    """The CPU part of Koordinator's ``NodeAllocation`` (``node_allocation.go``): the CPUs each
+    pod holds with its exclusive policy; per CPU how many pods hold it and the exclusive policy
+    of the last pod that took it (``addPodAllocation`` overwrites it; ``release`` only counts
+    down)."""
+
+    pods: dict[str, tuple[frozenset[int], ExclusivePolicy]] = field(default_factory=dict)
+    refs: dict[int, int] = field(default_factory=dict)
+    policy: dict[int, ExclusivePolicy] = field(default_factory=dict)
+
+    def add(self, uid: str, cpus: Iterable[int], exclusive: ExclusivePolicy = ExclusivePolicy.NONE) -> None:
+        """``addCPUs``: a pod already known is left as it is."""
+        if uid in self.pods:
+            return
+        held = frozenset(cpus)
+        self.pods[uid] = (held, exclusive)
+        for c in held:
+            self.refs[c] = self.refs.get(c, 0) + 1
+            self.policy[c] = exclusive
+
+    def release(self, uid: str) -> None:
+        held, _ = self.pods.pop(uid, (frozenset(), ExclusivePolicy.NONE))
+        for c in held:
+            left = self.refs.get(c, 0) - 1
+            if left > 0:
+                self.refs[c] = left
+            else:
+                self.refs.pop(c, None)
+                self.policy.pop(c, None)
+
+    def available(
+        self, all_cpus: Iterable[int], max_ref_count: int = 1, reserved: Iterable[int] = (),
+        *preferred: Iterable[int],
+    ) -> tuple[frozenset[int], dict[int, int], dict[int, ExclusivePolicy]]:
+        """``getAvailableCPUs``: the CPUs fewer than ``max_ref_count`` pods hold, minus
+        ``reserved``, with the reference counts and exclusive policies of the held CPUs. Each
+        ``preferred`` set (a reservation or a preempted pod restoring its CPUs) gives one
+        reference back per CPU."""
+        refs = dict(self.refs)
+        for cpus in preferred:
+            for c in cpus:
+                if c in refs:
+                    refs[c] -= 1
+                    if refs[c] == 0:
+                        del refs[c]
+        full = {c for c, k in refs.items() if k >= max_ref_count}
+        free = frozenset(all_cpus) - full - frozenset(reserved)
+        return free, refs, {c: self.policy[c] for c in refs}
 
 
 # ------------------------------------------------------------------- required bind policies
@@ -698,6 +784,7 @@ __all__ = [
     "BindChoice",
     "BindPolicy",
     "CpuAllocError",
+    "CpuRefCounts",
     "ExclusivePolicy",
     "KoordinatorCpuManager",
     "NodeBindPolicy",
