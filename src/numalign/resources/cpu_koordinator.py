@@ -656,8 +656,11 @@ class KoordinatorCpuManager(CpuManager):
       it may take (``trimNUMANodeResources``);
     * **allocation** (``allocateCPUSet``): the CPUs are split evenly over the hint's NUMA nodes and
       taken per NUMA node by :func:`take_preferred_cpus` with the pod's bind policy, exclusive
-      policy and the node's NUMA allocate strategy (init-container CPUs preferred); a required
-      policy is checked on the result.
+      policy and the node's NUMA allocate strategy (init-container CPUs preferred), avoiding the
+      cores / NUMA nodes of CPUs other pods hold under the same exclusive policy; a required
+      policy is checked on the result. A pod with ``preferredCPUExclusivePolicy`` ``PCPULevel``
+      or ``NUMANodeLevel`` has it recorded in the CPU state (``CpuState.exclusive``, persisted
+      with the node state) for as long as it holds CPUs.
 
     ``labels`` are the node's (``cpu-bind-policy``, ``numa-allocate-strategy``); ``policy_of``
     gives the Topology Manager policy a pod gets on this node (for ``Restricted``).
@@ -733,9 +736,17 @@ class KoordinatorCpuManager(CpuManager):
     # -- allocation
     def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> None:
         self._pod = pod
-        if self.static and guaranteed_cpus(pod, container):
-            self.bind_choice(pod, pod_guaranteed_cpus(pod))  # conflicts refuse before anything
+        binds = self.static and guaranteed_cpus(pod, container) > 0
+        choice = self.bind_choice(pod, pod_guaranteed_cpus(pod)) if binds else None  # conflicts refuse first
         super().allocate(pod, container, hint)
+        if choice is not None and choice.exclusive is not ExclusivePolicy.NONE:
+            # Koordinator's PodAllocation.CPUExclusivePolicy: later pods avoid these CPUs' cores
+            # (PCPULevel) or NUMA nodes (NUMANodeLevel) while the pod holds them
+            self.state.exclusive[pod.uid] = choice.exclusive.value
+
+    def held_exclusive(self) -> dict[int, ExclusivePolicy]:
+        """The CPUs other pods hold under an exclusive policy (``allocatedCPUs``)."""
+        return {c: ExclusivePolicy(p) for c, p in self.state.exclusive_cpus().items()}
 
     def allocate_cpus(
         self, n: int, affinity: int | None, reusable: Iterable[int] = ()
@@ -749,8 +760,10 @@ class KoordinatorCpuManager(CpuManager):
         if len(pool) < n:
             raise UnexpectedAdmissionError(ERR_NOT_ENOUGH_CPUS)
 
+        held = self.held_exclusive()
+
         def take(cpus: frozenset[int], k: int) -> frozenset[int]:
-            return take_preferred_cpus(topo, cpus, reuse, k, choice.policy, choice.exclusive, self.strategy)
+            return take_preferred_cpus(topo, cpus, reuse, k, choice.policy, choice.exclusive, self.strategy, held)
 
         result: frozenset[int] = frozenset()
         try:
