@@ -181,3 +181,14 @@ def test_kubelet_mode_records_nothing() -> None:
     n = Node(load_machine(spec({})))
     cpus_of(n, pod("a", 2, SPREAD_PCPU))
     assert n.state.cpu.exclusive == {} and "cpuExclusivePolicy" not in n.state.cpu.to_dict()
+
+
+def test_reconcile_keeps_a_kept_pods_exclusive_policy() -> None:
+    """``numalign state --reconcile`` moves each pod that still fits; its policy moves along."""
+    from numalign.node.session import _moved
+
+    n = Node(load_machine(spec(MOST)))
+    cpus_of(n, pod("a", 2, SPREAD_PCPU))
+    moved = _moved(n, load_machine(spec(MOST)))
+    assert moved.notes == ["kept t/a"]
+    assert moved.state.cpu.pod_exclusive(default_uid("t", "a")) == "PCPULevel"

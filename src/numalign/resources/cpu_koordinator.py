@@ -742,7 +742,7 @@ class KoordinatorCpuManager(CpuManager):
         if choice is not None and choice.exclusive is not ExclusivePolicy.NONE:
             # Koordinator's PodAllocation.CPUExclusivePolicy: later pods avoid these CPUs' cores
             # (PCPULevel) or NUMA nodes (NUMANodeLevel) while the pod holds them
-            self.state.exclusive[pod.uid] = choice.exclusive.value
+            self.state.hold_exclusive(pod.uid, choice.exclusive.value)
 
     def held_exclusive(self) -> dict[int, ExclusivePolicy]:
         """The CPUs other pods hold under an exclusive policy (``allocatedCPUs``)."""

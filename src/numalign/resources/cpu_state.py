@@ -74,6 +74,10 @@ class CpuState:
         """Container name -> exclusive CPUs of one pod (kubelet ``GetCPUSet`` per container)."""
         return dict(self.assignments.get(pod_uid, {}))
 
+    def pod_exclusive(self, pod_uid: str) -> str | None:
+        """The Koordinator CPU exclusive policy ``pod_uid``'s CPUs are held under, if any."""
+        return self.exclusive.get(pod_uid)
+
     def pod_uids(self) -> frozenset[str]:
         return frozenset(self.assignments)
 
@@ -92,6 +96,12 @@ class CpuState:
         self.default_set -= cpus
         held = self.assignments.setdefault(pod_uid, {})
         held[container] = held.get(container, frozenset()) | cpus
+
+    def hold_exclusive(self, pod_uid: str, policy: str) -> None:
+        """Record that ``pod_uid``'s CPUs are held under a Koordinator exclusive policy."""
+        if policy not in EXCLUSIVE_POLICIES:
+            raise InputError(f"expected {' or '.join(EXCLUSIVE_POLICIES)}, got {policy!r}", "cpuExclusivePolicy")
+        self.exclusive[pod_uid] = policy
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, close to the kubelet checkpoint (cpulist strings, no checksum)."""
