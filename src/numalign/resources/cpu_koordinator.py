@@ -53,6 +53,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from numalign.bitmask import ids_of
+from numalign.cpulist import parse_cpulist
 from numalign.errors import InputError, UnexpectedAdmissionError
 from numalign.hints import GeneratedHints, ProviderHints, TopologyHint
 from numalign.machine.model import Machine
@@ -66,6 +67,8 @@ from numalign.yamlfiles import loads_json
 E = TypeVar("E", bound=StrEnum)
 
 RESOURCE_SPEC = "scheduling.koordinator.sh/resource-spec"
+#: the kubelet's CPU manager policy as koordlet reports it on its NodeResourceTopology
+KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
 NODE_CPU_BIND_POLICY_LABEL = "node.koordinator.sh/cpu-bind-policy"
 NODE_NUMA_ALLOCATE_STRATEGY_LABEL = "node.koordinator.sh/numa-allocate-strategy"
 
@@ -147,6 +150,47 @@ def parse_resource_spec(annotations: Mapping[str, str], where: str = "metadata.a
         _enum(BindPolicy, doc.get("preferredCPUBindPolicy"), f"{field}.preferredCPUBindPolicy"),
         _enum(ExclusivePolicy, doc.get("preferredCPUExclusivePolicy"), f"{field}.preferredCPUExclusivePolicy"),
     )
+
+
+@dataclass(frozen=True)
+class KubeletCpuPolicy:
+    """The ``kubelet.koordinator.sh/cpu-manager-policy`` annotation
+    (``apis/extension/numa_aware.go`` ``KubeletCPUManagerPolicy``): the kubelet's CPU manager
+    policy, its options and its reserved CPUs, as koordlet reports them."""
+
+    policy: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+    reserved_cpus: frozenset[int] = frozenset()
+
+    @property
+    def full_pcpus_only(self) -> bool:
+        """``GetNodeCPUBindPolicy``: ``static`` with the option ``full-pcpus-only`` exactly
+        ``"true"`` makes the node ``FullPCPUsOnly``."""
+        return self.policy == "static" and self.options.get("full-pcpus-only") == "true"
+
+
+def parse_kubelet_cpu_policy(annotations: Mapping[str, str], where: str = "annotations") -> KubeletCpuPolicy:
+    """``GetKubeletCPUManagerPolicy`` (absent -> empty policy) plus the ``cpuset.Parse`` of its
+    ``reservedCPUs`` (``topology_options.go``). Upstream logs a bad value and goes on without
+    it; numalign refuses it: bad JSON, types or cpulist -> one-line :class:`InputError`."""
+    raw = annotations.get(KUBELET_CPU_MANAGER_POLICY)
+    if raw is None:
+        return KubeletCpuPolicy()
+    field_ = f"{where}[{KUBELET_CPU_MANAGER_POLICY}]"
+    doc = loads_json(raw, field_)  # bounded: depth, size, encoding
+    if not isinstance(doc, dict):
+        raise InputError("must be a JSON object", field_)
+    policy = doc.get("policy") or ""
+    if not isinstance(policy, str):
+        raise InputError(f"must be a string, got {type(policy).__name__}", f"{field_}.policy")
+    options = doc.get("options") or {}
+    if not isinstance(options, dict) or not all(isinstance(v, str) for v in options.values()):
+        raise InputError("must be an object of string values", f"{field_}.options")
+    reserved = doc.get("reservedCPUs") or ""
+    if not isinstance(reserved, str):
+        raise InputError(f"must be a string, got {type(reserved).__name__}", f"{field_}.reservedCPUs")
+    cpus = frozenset(parse_cpulist(reserved, f"{field_}.reservedCPUs")) if reserved else frozenset()
+    return KubeletCpuPolicy(policy, dict(options), cpus)
 
 
 def node_bind_policy(labels: Mapping[str, str], kubelet_full_pcpus_only: bool = False) -> NodeBindPolicy:
@@ -662,8 +706,11 @@ class KoordinatorCpuManager(CpuManager):
       or ``NUMANodeLevel`` has it recorded in the CPU state (``CpuState.exclusive``, persisted
       with the node state) for as long as it holds CPUs.
 
-    ``labels`` are the node's (``cpu-bind-policy``, ``numa-allocate-strategy``); ``policy_of``
-    gives the Topology Manager policy a pod gets on this node (for ``Restricted``).
+    ``labels`` are the node's (``cpu-bind-policy``, ``numa-allocate-strategy``); the machine's
+    ``kubelet.koordinator.sh/cpu-manager-policy`` annotation (:func:`parse_kubelet_cpu_policy`)
+    makes the node ``FullPCPUsOnly`` with ``full-pcpus-only: "true"`` and keeps its
+    ``reservedCPUs`` out of every cpuset; ``policy_of`` gives the Topology Manager policy a pod
+    gets on this node (for ``Restricted``).
     """
 
     def __init__(
@@ -676,7 +723,13 @@ class KoordinatorCpuManager(CpuManager):
     ) -> None:
         super().__init__(machine, state, reserved=reserved)
         labels = machine.labels
-        self.node_bind = node_bind_policy(labels, self.options.full_pcpus_only)
+        kubelet = parse_kubelet_cpu_policy(machine.annotations)
+        #: the kubelet's reserved CPUs koordlet reports are never bound (``ReservedCPUs``)
+        extra = kubelet.reserved_cpus & self.topology.all_cpus
+        if extra - self.reserved:
+            self.reserved = self.reserved | extra
+            self.reserved_physical = self.topology.siblings(self.reserved)
+        self.node_bind = node_bind_policy(labels, self.options.full_pcpus_only or kubelet.full_pcpus_only)
         self.strategy = numa_allocate_strategy(labels)
         self.policy_of = policy_of
         self._pod: Pod | None = None
@@ -791,6 +844,7 @@ __all__ = [
     "ERR_FAILED",
     "ERR_NOT_ENOUGH_CPUS",
     "ERR_SMT_ALIGNMENT",
+    "KUBELET_CPU_MANAGER_POLICY",
     "NODE_CPU_BIND_POLICY_LABEL",
     "NODE_NUMA_ALLOCATE_STRATEGY_LABEL",
     "RESOURCE_SPEC",
@@ -800,6 +854,7 @@ __all__ = [
     "CpuRefCounts",
     "ExclusivePolicy",
     "KoordinatorCpuManager",
+    "KubeletCpuPolicy",
     "NodeBindPolicy",
     "NumaAllocateStrategy",
     "ResourceSpec",
@@ -807,6 +862,7 @@ __all__ = [
     "filter_required",
     "node_bind_policy",
     "numa_allocate_strategy",
+    "parse_kubelet_cpu_policy",
     "parse_resource_spec",
     "satisfies_required",
     "split_evenly",
