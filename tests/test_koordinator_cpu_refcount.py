@@ -10,6 +10,9 @@ Source: koordinator-sh/koordinator at ``a7a1b76b`` (main):
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from numalign.cpulist import parse_cpulist
 from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
 from numalign.resources.cpu_koordinator import (
@@ -150,3 +153,26 @@ def test_get_available_cpus_with_preferred_cpus() -> None:
 def test_reserved_cpus_are_never_available() -> None:
     t = topo(1, 1, 4, 2)
     assert CpuRefCounts().available(t.all_cpus, 1, {0, 1})[0] == cpus("2-7")
+
+
+@given(st.lists(st.tuples(st.integers(0, 5), st.frozensets(st.integers(0, 7)), st.booleans()), max_size=30),
+       st.integers(1, 3))
+@settings(max_examples=150, deadline=None)
+def test_ref_counts_follow_the_pods_holding_each_cpu(
+    ops: list[tuple[int, frozenset[int], bool]], max_ref: int
+) -> None:
+    """Invariant: after any adds and releases, a CPU's count is the number of pods holding it,
+    and it is available exactly while fewer than ``max_ref`` pods hold it."""
+    state = CpuRefCounts()
+    for uid, held, add in ops:
+        if add:
+            state.add(str(uid), held, PCPU)
+        else:
+            state.release(str(uid))
+    holders: dict[int, int] = {}
+    for held, _ in state.pods.values():
+        for c in held:
+            holders[c] = holders.get(c, 0) + 1
+    assert state.refs == holders and set(state.policy) == set(holders)
+    free, _, _ = state.available(range(8), max_ref)
+    assert free == {c for c in range(8) if holders.get(c, 0) < max_ref}
