@@ -5,8 +5,9 @@ Source: koordinator-sh/koordinator ``pkg/scheduler/plugins/nodenumaresource/cpu_
 ``TestTakeSpreadByPCPUs``, ``TestCPUSpreadByPCPUsWithNUMALeastAllocated``,
 ``TestTakeSpreadByPCPUsWithNUMALeastAllocated``, ``TestTakeCPUsWithExclusivePolicy``,
 ``TestTakePreferredCPUs``) and ``resource_manager.go``'s required-policy helpers, run against
-:mod:`numalign.resources.cpu_koordinator`. ``maxRefCount`` is 1 in every transcribed case (the
-ref-count tables ``TestTakeCPUsWithMaxRefCount`` / ``TestTakeCPUsSortByRefCount`` are not).
+:mod:`numalign.resources.cpu_koordinator`. ``maxRefCount`` is 1 in every case here; the ref-count
+tables ``TestTakeCPUsWithMaxRefCount`` / ``TestTakeCPUsSortByRefCount`` are in
+test_koordinator_cpu_refcount.py.
 """
 
 from __future__ import annotations

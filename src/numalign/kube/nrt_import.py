@@ -28,7 +28,9 @@ Node labels the engine reads (:data:`NODE_LABEL_KEYS`: the engine mode ``numalig
 and Koordinator's ``node.koordinator.sh/numa-topology-policy``, ``cpu-bind-policy``,
 ``numa-allocate-strategy``) come from the NRT's ``metadata.labels`` or from node-level attributes
 of the same name (an attribute wins): a node in the ``koordinator`` mode then decides with
-Koordinator's rules (:mod:`numalign.modes`), whatever the extender's profile.
+Koordinator's rules (:mod:`numalign.modes`), whatever the extender's profile. koordlet's
+``kubelet.koordinator.sh/cpu-manager-policy`` NRT annotation (:data:`NODE_ANNOTATION_KEYS`) is
+kept on the machine for that mode (``full-pcpus-only`` and the kubelet's reserved CPUs).
 
 The published availability is applied to a fresh state through the managers
 (:func:`numalign.node.usage.apply_observed`) as one synthetic occupant (:data:`NRT_USAGE_UID`).
@@ -44,7 +46,7 @@ from numalign.cpulist import parse_cpulist
 from numalign.errors import InputError
 from numalign.machine.model import Device, Machine, ReservedMemory
 from numalign.machine.nrt import is_zone_device_resource, nrt_to_machine, parse_counts
-from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL, parse_mode
+from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL, Mode, parse_mode
 from numalign.node.admission import Node
 from numalign.node.state import NodeState
 from numalign.node.usage import ObservedUsage, apply_observed
@@ -52,8 +54,10 @@ from numalign.quantity import CPU, MEMORY, is_hugepages_resource, parse_quantity
 from numalign.resources.cpu import POLICY_NONE as CPU_NONE
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.cpu_koordinator import (
+    KUBELET_CPU_MANAGER_POLICY,
     NODE_CPU_BIND_POLICY_LABEL,
     NODE_NUMA_ALLOCATE_STRATEGY_LABEL,
+    parse_kubelet_cpu_policy,
 )
 from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import POLICY_NONE as MEMORY_NONE
@@ -81,6 +85,9 @@ NRT_USAGE_UID = "numalign.io/nrt-usage"  # the synthetic occupant of published u
 NODE_LABEL_KEYS = (
     MODE_LABEL, KOORDINATOR_NODE_POLICY_LABEL, NODE_CPU_BIND_POLICY_LABEL, NODE_NUMA_ALLOCATE_STRATEGY_LABEL,
 )
+
+#: NRT annotations the engine reads (koordlet's report of the kubelet's CPU manager)
+NODE_ANNOTATION_KEYS = (KUBELET_CPU_MANAGER_POLICY,)
 
 Amounts = dict[int, dict[str, dict[str, int]]]
 
@@ -255,6 +262,24 @@ def node_labels(obj: Mapping[str, Any], attrs: Mapping[str, str]) -> dict[str, s
     return out
 
 
+def node_annotations(obj: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, str]:
+    """The :data:`NODE_ANNOTATION_KEYS` of the NRT's ``metadata.annotations``. On a node labelled
+    ``koordinator`` a malformed value is an :class:`InputError`; elsewhere it is dropped (the
+    kubelet mode never reads it; Koordinator itself logs a bad value and goes on without it)."""
+    meta = obj.get("metadata")
+    raw = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return {}
+    out = {k: raw[k] for k in NODE_ANNOTATION_KEYS if isinstance(raw.get(k), str)}
+    try:
+        parse_kubelet_cpu_policy(out, "metadata.annotations")
+    except InputError:
+        if labels.get(MODE_LABEL) == Mode.KOORDINATOR:
+            raise
+        return {}
+    return out
+
+
 def engine_from_nrt(obj: object) -> Node:
     """A node engine whose state shows what ``obj`` (an NRT object) says is available."""
     machine = nrt_to_machine(obj)
@@ -277,8 +302,9 @@ def engine_from_nrt(obj: object) -> Node:
         memory_manager_policy=mem_policy,
         reserved_memory=reserved_memory,
     )
+    labels = node_labels(obj, attrs)
     machine = replace(machine, devices=_unhealthy(machine, amounts), kubelet=kubelet,
-                      labels=node_labels(obj, attrs))
+                      labels=labels, annotations=node_annotations(obj, labels))
     own = is_numalign_nrt(attrs)
     node = NrtNode(machine, reserved, lenient_devices=not own)
     observed = observed_usage(amounts, zone_attrs)

@@ -90,6 +90,9 @@ class Machine:
     #: the Kubernetes node's labels (Koordinator's ``node.koordinator.sh/*``, numalign's
     #: ``numalign.io/engine-mode``): how cluster schedulers treat this node
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: the node's annotations the cluster-scheduler modes read (Koordinator's
+    #: ``kubelet.koordinator.sh/cpu-manager-policy``, which koordlet puts on its NRT)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
     def node_ids(self) -> tuple[int, ...]:

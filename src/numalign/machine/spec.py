@@ -120,11 +120,12 @@ from numalign.quantity import (
     quantity_int,
 )
 from numalign.quantity import format_bytes as quantity_text
+from numalign.resources.cpu_koordinator import parse_kubelet_cpu_policy
 from numalign.yamlfiles import read_yaml
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 
-_TOP_KEYS = ("name", "numaNodes", "cpus", "devices", "kubelet", "shape", "labels")
+_TOP_KEYS = ("name", "numaNodes", "cpus", "devices", "kubelet", "shape", "labels", "annotations")
 _NODE_KEYS = ("id", "memory", "hugepages", "distances")
 _CPU_KEYS = ("id", "core", "socket", "numa", "uncoreCache", "die", "online")
 _DEVICE_KEYS = ("resource", "id", "numa", "healthy", "pcieRoot", "busId")
@@ -693,6 +694,9 @@ def _load(data: object, source: str) -> Machine:
                 f"CPUs {format_cpulist(unknown)} are not in cpus", "kubelet.reservedSystemCPUs"
             )
     labels = {str(k): _str(v, f"labels.{k}") for k, v in _mapping(doc.get("labels", {}), "labels").items()}
+    annotations = {str(k): _str(v, f"annotations.{k}")
+                   for k, v in _mapping(doc.get("annotations", {}), "annotations").items()}
+    parse_kubelet_cpu_policy(annotations)  # a malformed value is refused with the spec
     machine = Machine(
         name=name,
         numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
@@ -700,6 +704,7 @@ def _load(data: object, source: str) -> Machine:
         devices=devices,
         kubelet=kubelet,
         labels=labels,
+        annotations=annotations,
     )
     validate_reserved_memory(machine)
     return machine
@@ -813,6 +818,8 @@ def dump_machine(m: Machine) -> dict[str, Any]:
     }
     if m.labels:
         out["labels"] = dict(sorted(m.labels.items()))
+    if m.annotations:
+        out["annotations"] = dict(sorted(m.annotations.items()))
     return out
 
 

@@ -168,4 +168,6 @@ def _transfer(node: Node, work: NodeState, uid: str, held: PodUsage) -> str | No
             short = MemoryManager(machine, work.memory).adopt_blocks(uid, c.name, list(c.memory))
             if short:
                 return short[0]
+    if held.cpu_exclusive is not None:
+        work.cpu.hold_exclusive(uid, held.cpu_exclusive)
     return None

@@ -91,6 +91,8 @@ class PodUsage:
     uid: str
     record: PodRecord
     containers: tuple[ContainerUsage, ...]
+    #: the Koordinator CPU exclusive policy the pod's CPUs are held under (koordinator mode)
+    cpu_exclusive: str | None = None
 
     @property
     def numa_nodes(self) -> frozenset[int]:
@@ -145,7 +147,8 @@ def pod_usage(machine: Machine, state: NodeState, uid: str) -> PodUsage | None:
     for extra in (state.cpu.pod_cpus(uid), state.memory.pod_blocks(uid),
                   state.devices.pod_allocations(uid)):
         names += sorted(n for n in extra if n not in names)
-    return PodUsage(uid, rec, tuple(container_usage(machine, state, uid, n) for n in names))
+    return PodUsage(uid, rec, tuple(container_usage(machine, state, uid, n) for n in names),
+                    state.cpu.pod_exclusive(uid))
 
 
 def pods_usage(machine: Machine, state: NodeState) -> list[PodUsage]:

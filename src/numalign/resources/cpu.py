@@ -621,3 +621,4 @@ class CpuManager:
         for name in list(self.state.assignments.get(pod_uid, {})):
             self.release_container(pod_uid, name)
         self.state.cpus_to_reuse.pop(pod_uid, None)
+        self.state.exclusive.pop(pod_uid, None)

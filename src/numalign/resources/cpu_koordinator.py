@@ -17,7 +17,14 @@ Read from koordinator-sh/koordinator (written anew here, not copied):
     and the NUMA node's free CPUs (by strategy), the core's free CPUs (fewest first), socket,
     core; spread one per core per round.
 
-  ``maxRefCount`` (CPU sharing between pods by reservations) is always 1 here.
+  ``maxRefCount`` (how many pods may hold one CPU; ``TopologyOptions.MaxRefCount``, 1 unless
+  an out-of-tree plugin raises it - no in-tree code does at ``a7a1b76b``): with more than 1,
+  the CPUs of ``available`` may already be held ``ref_counts[c]`` times; whole cores are then
+  ordered by their free CPUs' summed reference counts (after size), CPUs inside a NUMA node,
+  socket or core by their own count (then id), and ``freeCPUs`` puts less-referenced cores
+  first after the socket (``getCoreRefCount``, ``sortCPUsByRefCount``). Which CPUs are
+  available at all is :class:`CpuRefCounts`' job (``node_allocation.go`` ``getAvailableCPUs``:
+  a CPU is available while fewer than ``maxRefCount`` pods hold it).
 * ``resource_manager.go`` - ``filterCPUsByRequiredCPUBindPolicy`` (a *required* policy keeps only
   whole free cores, or one CPU per core), ``satisfiedRequiredCPUBindPolicy`` and the even split of
   the CPUs over a hint's NUMA nodes (``tryBestToDistributeEvenly`` / ``splitQuantity``,
@@ -41,11 +48,12 @@ Upstream has no ``ConstraintSpreadByPCPUs`` policy (only ``Default``, ``FullPCPU
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
 from numalign.bitmask import ids_of
+from numalign.cpulist import parse_cpulist
 from numalign.errors import InputError, UnexpectedAdmissionError
 from numalign.hints import GeneratedHints, ProviderHints, TopologyHint
 from numalign.machine.model import Machine
@@ -59,6 +67,8 @@ from numalign.yamlfiles import loads_json
 E = TypeVar("E", bound=StrEnum)
 
 RESOURCE_SPEC = "scheduling.koordinator.sh/resource-spec"
+#: the kubelet's CPU manager policy as koordlet reports it on its NodeResourceTopology
+KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
 NODE_CPU_BIND_POLICY_LABEL = "node.koordinator.sh/cpu-bind-policy"
 NODE_NUMA_ALLOCATE_STRATEGY_LABEL = "node.koordinator.sh/numa-allocate-strategy"
 
@@ -142,6 +152,47 @@ def parse_resource_spec(annotations: Mapping[str, str], where: str = "metadata.a
     )
 
 
+@dataclass(frozen=True)
+class KubeletCpuPolicy:
+    """The ``kubelet.koordinator.sh/cpu-manager-policy`` annotation
+    (``apis/extension/numa_aware.go`` ``KubeletCPUManagerPolicy``): the kubelet's CPU manager
+    policy, its options and its reserved CPUs, as koordlet reports them."""
+
+    policy: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+    reserved_cpus: frozenset[int] = frozenset()
+
+    @property
+    def full_pcpus_only(self) -> bool:
+        """``GetNodeCPUBindPolicy``: ``static`` with the option ``full-pcpus-only`` exactly
+        ``"true"`` makes the node ``FullPCPUsOnly``."""
+        return self.policy == "static" and self.options.get("full-pcpus-only") == "true"
+
+
+def parse_kubelet_cpu_policy(annotations: Mapping[str, str], where: str = "annotations") -> KubeletCpuPolicy:
+    """``GetKubeletCPUManagerPolicy`` (absent -> empty policy) plus the ``cpuset.Parse`` of its
+    ``reservedCPUs`` (``topology_options.go``). Upstream logs a bad value and goes on without
+    it; numalign refuses it: bad JSON, types or cpulist -> one-line :class:`InputError`."""
+    raw = annotations.get(KUBELET_CPU_MANAGER_POLICY)
+    if raw is None:
+        return KubeletCpuPolicy()
+    field_ = f"{where}[{KUBELET_CPU_MANAGER_POLICY}]"
+    doc = loads_json(raw, field_)  # bounded: depth, size, encoding
+    if not isinstance(doc, dict):
+        raise InputError("must be a JSON object", field_)
+    policy = doc.get("policy") or ""
+    if not isinstance(policy, str):
+        raise InputError(f"must be a string, got {type(policy).__name__}", f"{field_}.policy")
+    options = doc.get("options") or {}
+    if not isinstance(options, dict) or not all(isinstance(v, str) for v in options.values()):
+        raise InputError("must be an object of string values", f"{field_}.options")
+    reserved = doc.get("reservedCPUs") or ""
+    if not isinstance(reserved, str):
+        raise InputError(f"must be a string, got {type(reserved).__name__}", f"{field_}.reservedCPUs")
+    cpus = frozenset(parse_cpulist(reserved, f"{field_}.reservedCPUs")) if reserved else frozenset()
+    return KubeletCpuPolicy(policy, dict(options), cpus)
+
+
 def node_bind_policy(labels: Mapping[str, str], kubelet_full_pcpus_only: bool = False) -> NodeBindPolicy:
     """Koordinator ``GetNodeCPUBindPolicy``: the label, or ``FullPCPUsOnly`` when the kubelet
     runs the static policy with ``full-pcpus-only``; unknown label values count as ``None``."""
@@ -223,10 +274,15 @@ class _Accumulator:
         needed: int,
         exclusive: ExclusivePolicy,
         strategy: NumaAllocateStrategy,
+        ref_counts: Mapping[int, int] | None = None,
+        max_ref_count: int = 1,
     ) -> None:
         self.topo = topo
         self.d: Mapping[int, CpuInfo] = topo.details
         self.free: set[int] = {c for c in available if c in self.d}
+        #: reference counts of the free CPUs; empty (all 0) unless ``max_ref_count > 1``
+        self.ref: dict[int, int] = (
+            {c: ref_counts.get(c, 0) for c in self.free} if max_ref_count > 1 and ref_counts else {})
         self.needed = needed
         self.policy = exclusive
         self.strategy = strategy
@@ -256,6 +312,18 @@ class _Accumulator:
 
     def satisfied(self) -> bool:
         return self.needed < 1
+
+    def _core_ref(self, core: int) -> int:
+        """``getCoreRefCount``: the summed reference counts of the core's free CPUs."""
+        if not self.ref:
+            return 0
+        return sum(self.ref.get(c, 0) for c in self.topo.cpus_in_core.get(core, ()) if c in self.free)
+
+    def _by_ref(self, cpus: Iterable[int]) -> list[int]:
+        """Ascending ids, then (``sortCPUsByRefCount``) the least-referenced first."""
+        if not self.ref:
+            return sorted(cpus)
+        return sorted(cpus, key=lambda c: (self.ref.get(c, 0), c))
 
     def _pcpu_excl(self, c: int) -> bool:
         return self.policy is ExclusivePolicy.PCPU_LEVEL and self.d[c].core in self.excl_cores
@@ -320,7 +388,8 @@ class _Accumulator:
                 continue
             groups.setdefault(key(self.d[cpus[0]]), []).append(core)
         return {
-            g: [c for core in sorted(cs, key=lambda k: (-len(cores[k]), k)) for c in sorted(cores[core])]
+            g: [c for core in sorted(cs, key=lambda k: (-len(cores[k]), self._core_ref(k), k))
+                for c in sorted(cores[core])]
             for g, cs in groups.items()
         }
 
@@ -354,7 +423,7 @@ class _Accumulator:
             by_node.setdefault(info.numa, []).append(c)
             socket_free[info.socket] = socket_free.get(info.socket, 0) + 1
         node_free = {n: len(cpus) for n, cpus in by_node.items()}
-        lists = {n: sorted(cpus) for n, cpus in by_node.items()}
+        lists = {n: self._by_ref(cpus) for n, cpus in by_node.items()}
         if filter_exclusive:
             lists = {n: self._one_per_core(cpus) for n, cpus in lists.items()}
 
@@ -370,7 +439,7 @@ class _Accumulator:
             if filter_exclusive and self._pcpu_excl(c):
                 continue
             by_socket.setdefault(self.d[c].socket, []).append(c)
-        lists = {s: sorted(cpus) for s, cpus in by_socket.items()}
+        lists = {s: self._by_ref(cpus) for s, cpus in by_socket.items()}
         if filter_exclusive:
             lists = {s: self._one_per_core(cpus) for s, cpus in lists.items()}
         order = sorted(lists, key=lambda s: (_free_key(len(lists[s]), self.strategy), s))
@@ -386,7 +455,7 @@ class _Accumulator:
             socket_free[info.socket] = socket_free.get(info.socket, 0) + len(cpus)
         colo = {s: len(self.topo.cpus_in_socket.get(s, frozenset()) & self.result) for s in socket_free}
 
-        def key(core: int) -> tuple[int, int, int, int, int, int]:
+        def key(core: int) -> tuple[int, int, int, int, int, int, int]:
             info = self.d[cores[core][0]]
             return (
                 -colo[info.socket],
@@ -394,10 +463,11 @@ class _Accumulator:
                 _free_key(node_free[info.numa], self.strategy),
                 len(cores[core]),
                 info.socket,
+                self._core_ref(core),
                 core,
             )
 
-        return [c for core in sorted(cores, key=key) for c in sorted(cores[core])]
+        return [c for core in sorted(cores, key=key) for c in self._by_ref(cores[core])]
 
 
 def take_cpus(
@@ -408,10 +478,13 @@ def take_cpus(
     exclusive: ExclusivePolicy = ExclusivePolicy.NONE,
     strategy: NumaAllocateStrategy = NumaAllocateStrategy.MOST_ALLOCATED,
     allocated: Mapping[int, ExclusivePolicy] | None = None,
+    ref_counts: Mapping[int, int] | None = None,
+    max_ref_count: int = 1,
 ) -> frozenset[int]:
     """Koordinator ``takeCPUs``: ``n`` CPUs out of ``available``. ``allocated`` maps CPUs held by
-    other pods to those pods' exclusive policy. Raises :class:`CpuAllocError`."""
-    acc = _Accumulator(topo, available, allocated or {}, n, exclusive, strategy)
+    other pods to those pods' exclusive policy; ``ref_counts`` how many pods hold each CPU (read
+    only when ``max_ref_count > 1``). Raises :class:`CpuAllocError`."""
+    acc = _Accumulator(topo, available, allocated or {}, n, exclusive, strategy, ref_counts, max_ref_count)
     if acc.satisfied():
         return frozenset()
     if acc.needed > len(acc.free):
@@ -464,18 +537,75 @@ def take_preferred_cpus(
     exclusive: ExclusivePolicy = ExclusivePolicy.NONE,
     strategy: NumaAllocateStrategy = NumaAllocateStrategy.MOST_ALLOCATED,
     allocated: Mapping[int, ExclusivePolicy] | None = None,
+    ref_counts: Mapping[int, int] | None = None,
+    max_ref_count: int = 1,
 ) -> frozenset[int]:
     """Koordinator ``takePreferredCPUs``: as many as possible from ``preferred`` first."""
     avail = frozenset(available)
     pref = avail & frozenset(preferred)
     result: frozenset[int] = frozenset()
     if pref:
-        result = take_cpus(topo, pref, min(n, len(pref)), bind, exclusive, strategy, allocated)
+        result = take_cpus(topo, pref, min(n, len(pref)), bind, exclusive, strategy, allocated,
+                           ref_counts, max_ref_count)
         n -= len(result)
         avail -= pref
     if n > 0:
-        result |= take_cpus(topo, avail, n, bind, exclusive, strategy, allocated)
+        result |= take_cpus(topo, avail, n, bind, exclusive, strategy, allocated, ref_counts, max_ref_count)
     return result
+
+
+# ------------------------------------------------------------------- CPUs held by pods
+
+
+@dataclass
+class CpuRefCounts:
+    """The CPU part of Koordinator's ``NodeAllocation`` (``node_allocation.go``): the CPUs each
+    pod holds with its exclusive policy; per CPU how many pods hold it and the exclusive policy
+    of the last pod that took it (``addPodAllocation`` overwrites it; ``release`` only counts
+    down)."""
+
+    pods: dict[str, tuple[frozenset[int], ExclusivePolicy]] = field(default_factory=dict)
+    refs: dict[int, int] = field(default_factory=dict)
+    policy: dict[int, ExclusivePolicy] = field(default_factory=dict)
+
+    def add(self, uid: str, cpus: Iterable[int], exclusive: ExclusivePolicy = ExclusivePolicy.NONE) -> None:
+        """``addCPUs``: a pod already known is left as it is."""
+        if uid in self.pods:
+            return
+        held = frozenset(cpus)
+        self.pods[uid] = (held, exclusive)
+        for c in held:
+            self.refs[c] = self.refs.get(c, 0) + 1
+            self.policy[c] = exclusive
+
+    def release(self, uid: str) -> None:
+        held, _ = self.pods.pop(uid, (frozenset(), ExclusivePolicy.NONE))
+        for c in held:
+            left = self.refs.get(c, 0) - 1
+            if left > 0:
+                self.refs[c] = left
+            else:
+                self.refs.pop(c, None)
+                self.policy.pop(c, None)
+
+    def available(
+        self, all_cpus: Iterable[int], max_ref_count: int = 1, reserved: Iterable[int] = (),
+        *preferred: Iterable[int],
+    ) -> tuple[frozenset[int], dict[int, int], dict[int, ExclusivePolicy]]:
+        """``getAvailableCPUs``: the CPUs fewer than ``max_ref_count`` pods hold, minus
+        ``reserved``, with the reference counts and exclusive policies of the held CPUs. Each
+        ``preferred`` set (a reservation or a preempted pod restoring its CPUs) gives one
+        reference back per CPU."""
+        refs = dict(self.refs)
+        for cpus in preferred:
+            for c in cpus:
+                if c in refs:
+                    refs[c] -= 1
+                    if refs[c] == 0:
+                        del refs[c]
+        full = {c for c, k in refs.items() if k >= max_ref_count}
+        free = frozenset(all_cpus) - full - frozenset(reserved)
+        return free, refs, {c: self.policy[c] for c in refs}
 
 
 # ------------------------------------------------------------------- required bind policies
@@ -570,11 +700,17 @@ class KoordinatorCpuManager(CpuManager):
       it may take (``trimNUMANodeResources``);
     * **allocation** (``allocateCPUSet``): the CPUs are split evenly over the hint's NUMA nodes and
       taken per NUMA node by :func:`take_preferred_cpus` with the pod's bind policy, exclusive
-      policy and the node's NUMA allocate strategy (init-container CPUs preferred); a required
-      policy is checked on the result.
+      policy and the node's NUMA allocate strategy (init-container CPUs preferred), avoiding the
+      cores / NUMA nodes of CPUs other pods hold under the same exclusive policy; a required
+      policy is checked on the result. A pod with ``preferredCPUExclusivePolicy`` ``PCPULevel``
+      or ``NUMANodeLevel`` has it recorded in the CPU state (``CpuState.exclusive``, persisted
+      with the node state) for as long as it holds CPUs.
 
-    ``labels`` are the node's (``cpu-bind-policy``, ``numa-allocate-strategy``); ``policy_of``
-    gives the Topology Manager policy a pod gets on this node (for ``Restricted``).
+    ``labels`` are the node's (``cpu-bind-policy``, ``numa-allocate-strategy``); the machine's
+    ``kubelet.koordinator.sh/cpu-manager-policy`` annotation (:func:`parse_kubelet_cpu_policy`)
+    makes the node ``FullPCPUsOnly`` with ``full-pcpus-only: "true"`` and keeps its
+    ``reservedCPUs`` out of every cpuset; ``policy_of`` gives the Topology Manager policy a pod
+    gets on this node (for ``Restricted``).
     """
 
     def __init__(
@@ -587,7 +723,13 @@ class KoordinatorCpuManager(CpuManager):
     ) -> None:
         super().__init__(machine, state, reserved=reserved)
         labels = machine.labels
-        self.node_bind = node_bind_policy(labels, self.options.full_pcpus_only)
+        kubelet = parse_kubelet_cpu_policy(machine.annotations)
+        #: the kubelet's reserved CPUs koordlet reports are never bound (``ReservedCPUs``)
+        extra = kubelet.reserved_cpus & self.topology.all_cpus
+        if extra - self.reserved:
+            self.reserved = self.reserved | extra
+            self.reserved_physical = self.topology.siblings(self.reserved)
+        self.node_bind = node_bind_policy(labels, self.options.full_pcpus_only or kubelet.full_pcpus_only)
         self.strategy = numa_allocate_strategy(labels)
         self.policy_of = policy_of
         self._pod: Pod | None = None
@@ -647,9 +789,17 @@ class KoordinatorCpuManager(CpuManager):
     # -- allocation
     def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> None:
         self._pod = pod
-        if self.static and guaranteed_cpus(pod, container):
-            self.bind_choice(pod, pod_guaranteed_cpus(pod))  # conflicts refuse before anything
+        binds = self.static and guaranteed_cpus(pod, container) > 0
+        choice = self.bind_choice(pod, pod_guaranteed_cpus(pod)) if binds else None  # conflicts refuse first
         super().allocate(pod, container, hint)
+        if choice is not None and choice.exclusive is not ExclusivePolicy.NONE:
+            # Koordinator's PodAllocation.CPUExclusivePolicy: later pods avoid these CPUs' cores
+            # (PCPULevel) or NUMA nodes (NUMANodeLevel) while the pod holds them
+            self.state.hold_exclusive(pod.uid, choice.exclusive.value)
+
+    def held_exclusive(self) -> dict[int, ExclusivePolicy]:
+        """The CPUs other pods hold under an exclusive policy (``allocatedCPUs``)."""
+        return {c: ExclusivePolicy(p) for c, p in self.state.exclusive_cpus().items()}
 
     def allocate_cpus(
         self, n: int, affinity: int | None, reusable: Iterable[int] = ()
@@ -663,8 +813,10 @@ class KoordinatorCpuManager(CpuManager):
         if len(pool) < n:
             raise UnexpectedAdmissionError(ERR_NOT_ENOUGH_CPUS)
 
+        held = self.held_exclusive()
+
         def take(cpus: frozenset[int], k: int) -> frozenset[int]:
-            return take_preferred_cpus(topo, cpus, reuse, k, choice.policy, choice.exclusive, self.strategy)
+            return take_preferred_cpus(topo, cpus, reuse, k, choice.policy, choice.exclusive, self.strategy, held)
 
         result: frozenset[int] = frozenset()
         try:
@@ -692,14 +844,17 @@ __all__ = [
     "ERR_FAILED",
     "ERR_NOT_ENOUGH_CPUS",
     "ERR_SMT_ALIGNMENT",
+    "KUBELET_CPU_MANAGER_POLICY",
     "NODE_CPU_BIND_POLICY_LABEL",
     "NODE_NUMA_ALLOCATE_STRATEGY_LABEL",
     "RESOURCE_SPEC",
     "BindChoice",
     "BindPolicy",
     "CpuAllocError",
+    "CpuRefCounts",
     "ExclusivePolicy",
     "KoordinatorCpuManager",
+    "KubeletCpuPolicy",
     "NodeBindPolicy",
     "NumaAllocateStrategy",
     "ResourceSpec",
@@ -707,6 +862,7 @@ __all__ = [
     "filter_required",
     "node_bind_policy",
     "numa_allocate_strategy",
+    "parse_kubelet_cpu_policy",
     "parse_resource_spec",
     "satisfies_required",
     "split_evenly",

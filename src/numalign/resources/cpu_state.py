@@ -14,6 +14,8 @@ from numalign.errors import InputError
 
 POLICY_NONE = "none"
 POLICY_STATIC = "static"
+#: Koordinator's CPU exclusive policies a pod's CPUs can be held under (``None`` is not kept)
+EXCLUSIVE_POLICIES = ("PCPULevel", "NUMANodeLevel")
 
 
 @dataclass
@@ -23,13 +25,16 @@ class CpuState:
     ``default_set`` is the shared pool (reserved CPUs included unless strict reservation);
     ``assignments`` maps pod uid -> container name -> exclusive CPUs; ``cpus_to_reuse`` holds
     the CPUs of a pod's finished init containers that its later containers may take (kubelet
-    keeps it in memory only, for the pod being admitted).
+    keeps it in memory only, for the pod being admitted). ``exclusive`` (``koordinator`` mode)
+    maps a pod uid to the Koordinator CPU exclusive policy its CPUs are held under
+    (:data:`EXCLUSIVE_POLICIES`), which later pods' CPU choice avoids; empty in ``kubelet`` mode.
     """
 
     default_set: set[int] = field(default_factory=set)
     assignments: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
     cpus_to_reuse: dict[str, set[int]] = field(default_factory=dict)
     policy_name: str = POLICY_STATIC
+    exclusive: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> CpuState:
         return CpuState(
@@ -37,7 +42,17 @@ class CpuState:
             {uid: dict(cs) for uid, cs in self.assignments.items()},
             {uid: set(s) for uid, s in self.cpus_to_reuse.items()},
             self.policy_name,
+            dict(self.exclusive),
         )
+
+    def exclusive_cpus(self) -> dict[int, str]:
+        """Each CPU held under an exclusive policy -> that policy (Koordinator's
+        ``allocatedCPUs[cpu].ExclusivePolicy``)."""
+        out: dict[int, str] = {}
+        for uid, policy in self.exclusive.items():
+            for cpus in self.assignments.get(uid, {}).values():
+                out.update(dict.fromkeys(cpus, policy))
+        return out
 
     def cpuset(self, pod_uid: str, container: str) -> frozenset[int] | None:
         return self.assignments.get(pod_uid, {}).get(container)
@@ -59,6 +74,10 @@ class CpuState:
         """Container name -> exclusive CPUs of one pod (kubelet ``GetCPUSet`` per container)."""
         return dict(self.assignments.get(pod_uid, {}))
 
+    def pod_exclusive(self, pod_uid: str) -> str | None:
+        """The Koordinator CPU exclusive policy ``pod_uid``'s CPUs are held under, if any."""
+        return self.exclusive.get(pod_uid)
+
     def pod_uids(self) -> frozenset[str]:
         return frozenset(self.assignments)
 
@@ -78,6 +97,12 @@ class CpuState:
         held = self.assignments.setdefault(pod_uid, {})
         held[container] = held.get(container, frozenset()) | cpus
 
+    def hold_exclusive(self, pod_uid: str, policy: str) -> None:
+        """Record that ``pod_uid``'s CPUs are held under a Koordinator exclusive policy."""
+        if policy not in EXCLUSIVE_POLICIES:
+            raise InputError(f"expected {' or '.join(EXCLUSIVE_POLICIES)}, got {policy!r}", "cpuExclusivePolicy")
+        self.exclusive[pod_uid] = policy
+
     def to_dict(self) -> dict[str, Any]:
         """JSON form, close to the kubelet checkpoint (cpulist strings, no checksum)."""
         d: dict[str, Any] = {
@@ -93,6 +118,8 @@ class CpuState:
             d["cpusToReuse"] = {
                 uid: format_cpulist(s) for uid, s in sorted(self.cpus_to_reuse.items())
             }
+        if self.exclusive:
+            d["cpuExclusivePolicy"] = dict(sorted(self.exclusive.items()))
         return d
 
     @staticmethod
@@ -122,4 +149,15 @@ class CpuState:
             str(uid): set(parse_cpulist(v, f"cpu.cpusToReuse.{uid}"))
             for uid, v in reuse_raw.items()
         }
-        return CpuState(set(default), assignments, reuse, policy)
+        raw_exclusive = d.get("cpuExclusivePolicy") or {}
+        if not isinstance(raw_exclusive, Mapping):
+            raise InputError("expected a mapping of pod uid to exclusive policy", "cpu.cpuExclusivePolicy")
+        exclusive: dict[str, str] = {}
+        for uid, value in raw_exclusive.items():
+            if value not in EXCLUSIVE_POLICIES:
+                shown = repr(value) if isinstance(value, str) and len(value) <= 64 else type(value).__name__
+                raise InputError(
+                    f"expected {' or '.join(EXCLUSIVE_POLICIES)}, got {shown}", f"cpu.cpuExclusivePolicy.{uid}"
+                )
+            exclusive[str(uid)] = value
+        return CpuState(set(default), assignments, reuse, policy, exclusive)

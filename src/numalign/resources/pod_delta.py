@@ -4,7 +4,8 @@ state (the node engine's plan cache, :mod:`numalign.node.plan_cache`).
 What the managers decide for a pod that is not on the node yet depends only on:
 
 * CPU manager: the shared pool (``default_set``) and the policy; the pod's own reusable CPUs
-  (none for a new pod). Other pods' assignments are never read.
+  (none for a new pod). Other pods' assignments are read only for the CPUs held under a
+  Koordinator exclusive policy (``koordinator`` mode), which the key lists.
 * memory manager: the per-NUMA tables (total, reserved, allocatable, free), the NUMA groups
   (``cells``, ``number_of_assignments``) and the policy; other pods' blocks are never read.
 * device manager: which devices are in use (by anybody), never by whom.
@@ -49,6 +50,7 @@ def decision_key(cpu: CpuState, memory: MemoryState, devices: DeviceState) -> Ha
         cpu.policy_name,
         frozenset(cpu.default_set),
         bool(cpu.cpus_to_reuse),
+        frozenset(cpu.exclusive_cpus().items()),  # Koordinator's exclusive policies of held CPUs
         memory.policy_name,
         tables,
         bool(memory.reusable),
@@ -61,7 +63,7 @@ def holds(uid: str, cpu: CpuState, memory: MemoryState, devices: DeviceState) ->
     """True if any table has an entry for ``uid``."""
     return any(
         uid in d
-        for d in (cpu.assignments, cpu.cpus_to_reuse, memory.assignments, memory.reusable,
+        for d in (cpu.assignments, cpu.cpus_to_reuse, cpu.exclusive, memory.assignments, memory.reusable,
                   devices.allocated, devices.reusable)
     )
 
@@ -139,6 +141,7 @@ class PodDelta:
     memory_reuse: _Entries
     devices_allocated: _Entries
     devices_reuse: _Entries
+    cpu_exclusive: _Entries
 
     @staticmethod
     def between(
@@ -158,13 +161,14 @@ class PodDelta:
             _entries(m0.reusable, m1.reusable, uid, _mem_reuse, False),
             _entries(d0.allocated, d1.allocated, uid, _dev_entry, True),
             _entries(d0.reusable, d1.reusable, uid, _dev_reuse, False),
+            _entries(c0.exclusive, c1.exclusive, uid, str, True),
         )
         if any(p is None for p in parts):
             return None
-        ca, cr, ma, mr, da, dr = parts
-        assert ca and cr and ma and mr and da and dr
+        ca, cr, ma, mr, da, dr, ce = parts
+        assert ca and cr and ma and mr and da and dr and ce
         return PodDelta(frozenset(c1.default_set), _machine_state(m1.machine_state),
-                        ca, cr, ma, mr, da, dr)
+                        ca, cr, ma, mr, da, dr, ce)
 
     def apply(
         self, cpu: CpuState, memory: MemoryState, devices: DeviceState, uid: str
@@ -177,6 +181,7 @@ class PodDelta:
                 _replay(cpu.assignments, self.cpu_assignments, uid, _cpu_entry),
                 _replay(cpu.cpus_to_reuse, self.cpu_reuse, uid, _int_set),
                 cpu.policy_name,
+                _replay(cpu.exclusive, self.cpu_exclusive, uid, str),
             ),
             MemoryState(
                 memory.policy_name,

@@ -17,6 +17,8 @@ A template is a YAML (or JSON) document::
           numalign.io/engine-mode: koordinator
           node.koordinator.sh/numa-topology-policy: SingleNUMANode
           node.koordinator.sh/cpu-bind-policy: SpreadByPCPUs
+        annotations:                   # optional: node annotations, over the machine spec's own
+          kubelet.koordinator.sh/cpu-manager-policy: '{"policy": "static", "options": {"full-pcpus-only": "true"}}'
 
 Machine specs are read with :func:`numalign.machine.spec.load_machine` (see that module for
 the forms). ``kubelet`` in a node entry is merged key by key over the machine spec's own
@@ -46,7 +48,7 @@ from numalign.yamlfiles import read_yaml
 NodeList = list[tuple[str, Machine]]
 
 _TOP_KEYS = ("nodes", "name", "description")
-_ENTRY_KEYS = ("machine", "count", "namePrefix", "kubelet", "labels")
+_ENTRY_KEYS = ("machine", "count", "namePrefix", "kubelet", "labels", "annotations")
 _MAX_NODES = 100_000
 
 
@@ -133,12 +135,13 @@ def load_cluster(
             if not isinstance(kubelet, Mapping):
                 raise err(f"expected a mapping, got {type(kubelet).__name__}", f"{at}.kubelet")
             doc = _merge_kubelet(doc, kubelet)
-        labels = entry.get("labels")
-        if labels is not None:
-            if not isinstance(labels, Mapping):
-                raise err(f"expected a mapping, got {type(labels).__name__}", f"{at}.labels")
-            base_labels = doc.get("labels")
-            doc["labels"] = {**(base_labels if isinstance(base_labels, Mapping) else {}), **labels}
+        for meta in ("labels", "annotations"):
+            extra = entry.get(meta)
+            if extra is not None:
+                if not isinstance(extra, Mapping):
+                    raise err(f"expected a mapping, got {type(extra).__name__}", f"{at}.{meta}")
+                base = doc.get(meta)
+                doc[meta] = {**(base if isinstance(base, Mapping) else {}), **extra}
         machine = load_machine(doc, msource)
         name_prefix = prefix or machine.name
         width = len(str(count - 1))
