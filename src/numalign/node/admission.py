@@ -47,6 +47,7 @@ from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_koordinator import KoordinatorCpuManager
 from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import MemoryManager
+from numalign.resources.memory_koordinator import KoordinatorNumaResource
 from numalign.scopes import Decision, Merge, Rejected, admit
 
 DYNAMIC = "dynamic"  # KEP-693: the node applies each pod's own policy
@@ -173,6 +174,10 @@ class Node:
                                   policy_of=lambda pod: self.policy_for(pod)[0].policy)
             if self.mode is Mode.KOORDINATOR else CpuManager(m, state.cpu, reserved=self.reserved_cpus)
         )
+        if isinstance(cpu, KoordinatorCpuManager) and m.kubelet.memory_manager_policy != "Static":
+            # Koordinator's NodeNUMAResource: CPUs and per-NUMA memory hinted jointly
+            return [DeviceManager(m, state.devices),
+                    KoordinatorNumaResource(m, cpu, state.memory, cpu.policy_of)]
         return [DeviceManager(m, state.devices), cpu, MemoryManager(m, state.memory)]
 
     def validate_state(self) -> None:
