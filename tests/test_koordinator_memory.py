@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -219,26 +220,27 @@ def test_distribute_follows_upstreams_positional_sort_and_falls_back_when_short(
 def test_burstable_pods_memory_is_accounted_per_numa_node() -> None:
     """Koordinator accounts every pod's memory per NUMA node; the kubelet binds only Guaranteed
     pods' memory under its Static memory manager. Three 10Gi Burstable pods on a single-NUMA-node
-    node with 16Gi NUMA nodes: NUMA 0, NUMA 1, then no NUMA node can hold the third."""
+    node with 16Gi NUMA nodes: one on each NUMA node, then no NUMA node can hold the third."""
     outcomes = {}
     for name, labels in (("koordinator", KOORD), ("kubelet", {})):
         n = node("single-numa-node", labels)
         got = [n.admit(mkpod(f"b{i}", {"cpu": 500, "memory": 10 * GI}, guaranteed=False)) for i in range(3)]
         outcomes[name] = [(r.admitted, r.containers[0].memory if r.admitted else None) for r in got]
-    assert outcomes["koordinator"] == [(True, {"0": {"memory": 10 * GI}}), (True, {"1": {"memory": 10 * GI}}),
+    # NUMA 1 first: CPU 0 is reserved, so NUMA 1 is the less allocated (the NUMA scores)
+    assert outcomes["koordinator"] == [(True, {"1": {"memory": 10 * GI}}), (True, {"0": {"memory": 10 * GI}}),
                                        (False, None)]
     assert outcomes["kubelet"] == [(True, {})] * 3
 
 
 def test_restricted_admits_across_numa_nodes_when_cpus_and_memory_sit_apart() -> None:
-    """Joint hints: CPUs free enough only on NUMA 1, memory free enough only on NUMA 0... no:
-    after ``a`` (6 CPUs, NUMA 0) and ``b`` (15.5Gi, NUMA 1), a 4-CPU 2Gi pod fits on neither NUMA
-    node alone; Koordinator's joint hints make (0,1) preferred and Restricted admits there. The
-    kubelet mode binds no memory and puts the pod on NUMA 1."""
+    """Joint hints: after ``a`` (6 CPUs: NUMA 1, the less allocated) and ``b`` (15.5Gi: only
+    NUMA 0 still has that much), a 4-CPU 2Gi pod fits on neither NUMA node alone (NUMA 0 lacks
+    the memory, NUMA 1 the CPUs); Koordinator's joint hints make (0,1) preferred and Restricted
+    admits there. The kubelet mode binds no memory: ``a`` took NUMA 0, the pod gets NUMA 1."""
     got = {}
     for name, labels in (("koordinator", KOORD), ("kubelet", {})):
         n = node("restricted", labels)
-        assert n.admit(mkpod("a", {"cpu": 6000, "memory": GI})).containers[0].affinity == 0b01
+        assert n.admit(mkpod("a", {"cpu": 6000, "memory": GI})).admitted  # koordinator: NUMA 1 (scores)
         b = n.admit(mkpod("b", {"cpu": 100, "memory": 15 * GI + GI // 2}, guaranteed=False))
         assert b.admitted
         r = n.admit(mkpod("c", {"cpu": 4000, "memory": 2 * GI}))
@@ -263,11 +265,11 @@ def test_no_numa_group_rule() -> None:
 def test_release_returns_the_memory() -> None:
     n = node("single-numa-node", KOORD)
     assert n.admit(mkpod("a", {"cpu": 1000, "memory": 12 * GI})).admitted
-    assert n.admit(mkpod("b", {"cpu": 1000, "memory": 12 * GI})).containers[0].memory == {"1": {"memory": 12 * GI}}
+    assert n.admit(mkpod("b", {"cpu": 1000, "memory": 12 * GI})).containers[0].memory == {"0": {"memory": 12 * GI}}
     assert not n.admit(mkpod("no-room", {"cpu": 1000, "memory": 12 * GI})).admitted
     assert n.release("default/a")
     r = n.admit(mkpod("c", {"cpu": 1000, "memory": 12 * GI}))
-    assert r.admitted and r.containers[0].memory == {"0": {"memory": 12 * GI}}
+    assert r.admitted and r.containers[0].memory == {"1": {"memory": 12 * GI}}
 
 
 def test_plan_cache_tells_states_with_different_numa_memory_apart() -> None:
@@ -290,7 +292,7 @@ def test_state_round_trips_with_koordinator_blocks() -> None:
     n = node("single-numa-node", KOORD)
     assert n.admit(mkpod("a", {"cpu": 1000, "memory": 3 * GI}, guaranteed=False)).admitted
     back = NodeState.from_dict(json.loads(json.dumps(n.state.to_dict())))
-    assert numa_held(back.memory) == numa_held(n.state.memory) == {0: {"memory": 3 * GI}}
+    assert numa_held(back.memory) == numa_held(n.state.memory) == {1: {"memory": 3 * GI}}
 
 
 @settings(max_examples=40, deadline=None)
@@ -309,3 +311,93 @@ def test_held_memory_never_exceeds_allocatable_and_release_empties(pods: list[tu
     for key in admitted:
         assert n.release(key)
     assert numa_held(n.state.memory) == {}
+
+
+# ------------------------------------------------------------------ NUMA scores (hint Score)
+
+
+def scoring_machine(numa: int, cpus: int = 104, memory: int = 256 * GI) -> Machine:
+    """``buildCPUTopologyForTest(numa, 1, cores, 2)`` with the node's CPUs and memory split
+    evenly over the NUMA nodes (TestFilterWithNUMANodeScoring's node)."""
+    cores = cpus // 2 // numa
+    out = []
+    cpu = core = 0
+    for s in range(numa):
+        for _ in range(cores):
+            for _ in range(2):
+                out.append(Cpu(cpu, core, s, s))
+                cpu += 1
+            core += 1
+    nodes = tuple(NumaNode(s, memory // numa) for s in range(numa))
+    return Machine("scoring", nodes, tuple(out), kubelet=KubeletConfig(cpu_manager_policy="static"))
+
+
+# (name, NUMA nodes, policy, strategy, existing pods' (cpus, memory) per NUMA node, want)
+NUMA_NODE_SCORING = [
+    ("single numa nodes and select most allocated", 2, Policy.SINGLE_NUMA_NODE, "MostAllocated",
+     {0: (4, 8 * GI), 1: (40, 8 * GI)}, (1,)),
+    ("single numa nodes and select least allocated", 2, Policy.SINGLE_NUMA_NODE, "LeastAllocated",
+     {0: (4, 8 * GI), 1: (40, 8 * GI)}, (0,)),
+    ("single numa nodes and only one node can be used", 2, Policy.SINGLE_NUMA_NODE, "LeastAllocated",
+     {0: (4, 8 * GI), 1: (52, 8 * GI)}, (0,)),
+    ("restricted numa nodes and select most allocated and preferred", 4, Policy.RESTRICTED, "MostAllocated",
+     {0: (24, 8 * GI), 1: (23, 8 * GI), 2: (4, 8 * GI), 3: (8, 8 * GI)}, (3,)),
+    ("restricted numa nodes and select least allocated and preferred", 4, Policy.RESTRICTED, "LeastAllocated",
+     {0: (24, 8 * GI), 1: (23, 8 * GI), 2: (4, 8 * GI), 3: (8, 8 * GI)}, (2,)),
+]
+
+
+@pytest.mark.parametrize(("name", "numa", "policy", "strategy", "existing", "want"), NUMA_NODE_SCORING,
+                         ids=[c[0] for c in NUMA_NODE_SCORING])
+def test_filter_with_numa_node_scoring(name: str, numa: int, policy: Policy, strategy: str,
+                                       existing: dict[int, tuple[int, int]], want: tuple[int, ...]) -> None:
+    """plugin_test.go TestFilterWithNUMANodeScoring: the hint the topology manager keeps is the
+    best-scored one among equally narrow preferred hints (NUMA scoring strategy Most/Least
+    Allocated, cpu and memory weight 1). Upstream's pods share CPUs (NUMA amounts only); here
+    the existing pods hold that many CPUs of their NUMA node and the new pod binds its 4 CPUs,
+    which leaves the same per-NUMA amounts and the same hints."""
+    from numalign.modes import Mode, merge
+    from numalign.policies import TopologyPolicy
+
+    m = scoring_machine(numa)
+    held = MemoryState(POLICY_NONE)
+    prov = provider(m, held, policy)
+    prov.scoring = strategy
+    for n, (cpus, mem) in existing.items():
+        node_cpus = sorted(prov.cpu.topology.cpus_in_numa[n])
+        prov.cpu.state.occupy(f"existing-{n}", "main", frozenset(node_cpus[:cpus]))
+        held.assignments[f"existing-{n}"] = {"main": [Block((n,), "memory", mem)]}
+    p = mkpod("requested", {"cpu": 4000, "memory": 40 * GI})
+    out = merge(Mode.KOORDINATOR, TopologyPolicy(policy, m.node_ids), [prov.pod_hints(p)], score=prov.hint_score)
+    assert out.admit and out.hint.affinity == mask_of(want)
+    kubelet_rule = merge(Mode.KOORDINATOR, TopologyPolicy(policy, m.node_ids), [prov.pod_hints(p)])
+    assert kubelet_rule.hint.affinity is not None
+    if strategy == "MostAllocated":  # without scores: the lowest feasible NUMA id, not the fullest
+        assert kubelet_rule.hint.affinity != mask_of(want)
+
+
+def test_score_tie_break_follows_upstreams_fold_order() -> None:
+    """mergeFilteredHints keeps a later, equally wide mask only when it is narrower (a smaller
+    integer) or scores higher: in IterateBitMasks order (0,3) comes before (1,2), so (1,2) wins
+    by being the smaller integer even with the lower score."""
+    from numalign.modes import score_tie_break
+
+    lists = [[h(0, 3), h(1, 2)]]
+    scores = {mask_of((0, 3)): 90, mask_of((1, 2)): 10}
+    assert score_tie_break((0, 1, 2, 3), lists, mask_of((1, 2)), scores.__getitem__) == mask_of((1, 2))
+    lists = [[h(0, 1), h(0, 3)]]
+    scores = {mask_of((0, 1)): 10, mask_of((0, 3)): 90}
+    assert score_tie_break((0, 1, 2, 3), lists, mask_of((0, 1)), scores.__getitem__) == mask_of((0, 3))
+
+
+def test_node_picks_the_least_allocated_numa_node() -> None:
+    """Koordinator's NUMA scores (LeastAllocated by default) pick the emptier of two equally
+    fitting NUMA nodes; the kubelet mode takes the lowest NUMA id."""
+    got = {}
+    for name, labels in (("koordinator", {**KOORD, KOORDINATOR_NODE_POLICY_LABEL: "SingleNUMANode"}),
+                         ("kubelet", {})):
+        n = node("single-numa-node", labels)
+        first = n.admit(mkpod("first", {"cpu": 2000, "memory": GI}))
+        second = n.admit(mkpod("second", {"cpu": 2000, "memory": GI}))
+        got[name] = (first.containers[0].affinity, second.containers[0].affinity)
+    assert got == {"koordinator": (0b10, 0b01), "kubelet": (0b01, 0b01)}

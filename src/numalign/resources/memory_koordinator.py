@@ -202,6 +202,47 @@ def joint_hints(
 # --------------------------------------------------------------------------- the provider
 
 
+# --------------------------------------------------------------------------- NUMA scores
+
+#: the plugin's default ``numaScoringStrategy`` (``pkg/scheduler/apis/config/v1/defaults.go``)
+DEFAULT_NUMA_SCORING = "LeastAllocated"
+#: ``scoringStrategy.resources`` defaults: cpu and memory, weight 1 (what the NUMA scorer weighs)
+DEFAULT_WEIGHTS: Mapping[str, int] = {"cpu": 1, MEMORY: 1}
+MAX_SCORE = 100
+
+
+def requested_score(strategy: str, requested: int, allocatable: int) -> int:
+    """``leastRequestedScore`` / ``mostRequestedScore`` of one resource (0..100)."""
+    if allocatable == 0:
+        return 0
+    if strategy == "MostAllocated":
+        return min(requested, allocatable) * MAX_SCORE // allocatable
+    if requested > allocatable:
+        return 0
+    return (allocatable - requested) * MAX_SCORE // allocatable
+
+
+def numa_score(
+    strategy: str,
+    allocatable: Mapping[str, int],
+    available: Mapping[str, int],
+    pod_request: Mapping[str, int],
+    weights: Mapping[str, int] = DEFAULT_WEIGHTS,
+) -> int:
+    """``resourceAllocationScorer.score`` of one NUMA mask (``generateResourceHints``): what
+    the mask's NUMA nodes hold (allocatable minus available) plus the pod's requests, against
+    their allocatable; resources with nothing allocatable are left out."""
+    total = weight_sum = 0
+    for r, w in weights.items():
+        alloc = allocatable.get(r, 0)
+        if alloc == 0:
+            continue
+        used = max(0, alloc - available.get(r, 0))
+        total += requested_score(strategy, used + pod_request.get(r, 0), alloc) * w
+        weight_sum += w
+    return total // weight_sum if weight_sum else 0
+
+
 class KoordinatorNumaResource:
     """Koordinator's ``NodeNUMAResource`` hint provider (``name = "nodenumaresource"``): the
     CPUs through ``cpu`` (:class:`KoordinatorCpuManager`) and the memory and hugepages per NUMA
@@ -225,6 +266,9 @@ class KoordinatorNumaResource:
         self.cpu = cpu
         self.state = memory
         self.policy_of = policy_of
+        self.scoring = DEFAULT_NUMA_SCORING
+        #: the last pod hinted and how many of its resources got hint lists (for the scores)
+        self._hinted: tuple[Pod, int] | None = None
 
     def available(self) -> dict[int, dict[str, int]]:
         return numa_available(self.machine, self.state)
@@ -242,7 +286,39 @@ class KoordinatorNumaResource:
         restricted = self.policy_of is not None and self.policy_of(pod) is Policy.RESTRICTED
         out: dict[str, ResourceHints] = dict(cpu or {})
         out.update(joint_hints(self.machine.node_ids, (cpu or {}).get("cpu"), need, avail, restricted))
+        self._hinted = (pod, sum(1 for v in out.values() if v is not None))
         return out
+
+    def numa_amounts(self) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
+        """Per NUMA node ``(allocatable, available)``: CPUs in milli-CPUs (not reserved; not
+        bound to a pod), memory and hugepages in bytes."""
+        alloc = {n: dict(per) for n, per in numa_allocatable(self.machine).items()}
+        avail = self.available()
+        free = self.cpu.available_cpus()
+        for n, cpus in self.cpu.topology.cpus_in_numa.items():
+            alloc.setdefault(n, {})["cpu"] = len(cpus - self.cpu.reserved) * 1000
+            avail.setdefault(n, {})["cpu"] = len(cpus & free) * 1000
+        return alloc, avail
+
+    def mask_score(self, pod: Pod, mask: int) -> int:
+        """The NUMA scorer's score of ``mask`` for ``pod`` (one hint's ``Score``)."""
+        alloc, avail = self.numa_amounts()
+        total: dict[str, int] = {}
+        free: dict[str, int] = {}
+        for n in ids_of(mask):
+            for r, v in alloc.get(n, {}).items():
+                total[r] = total.get(r, 0) + v
+            for r, v in avail.get(n, {}).items():
+                free[r] = free.get(r, 0) + v
+        return numa_score(self.scoring, total, free, effective_pod_requests(pod))
+
+    def hint_score(self, mask: int) -> int:
+        """The summed ``Score`` this provider's hints give ``mask`` (every hint list of the
+        last pod hinted carries the mask's score); 0 before any hint."""
+        if self._hinted is None:
+            return 0
+        pod, lists = self._hinted
+        return self.mask_score(pod, mask) * lists
 
     # -- allocation
     def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> None:
@@ -268,12 +344,15 @@ class KoordinatorNumaResource:
 
 
 __all__ = [
+    "DEFAULT_NUMA_SCORING",
+    "DEFAULT_WEIGHTS",
     "ERR_INSUFFICIENT_NUMA",
     "KoordinatorNumaResource",
     "distribute",
     "joint_hints",
     "numa_allocatable",
     "numa_available",
-    "numa_held",
+    "numa_score",
     "pod_numa_requests",
+    "requested_score",
 ]
