@@ -46,6 +46,7 @@ from numalign.resources.base import Provider
 from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_koordinator import KoordinatorCpuManager
 from numalign.resources.devices import DeviceManager
+from numalign.resources.devices_koordinator import KoordinatorDeviceManager
 from numalign.resources.memory import MemoryManager
 from numalign.resources.memory_koordinator import KoordinatorNumaResource
 from numalign.scopes import Decision, Merge, Rejected, admit
@@ -176,7 +177,8 @@ class Node:
         )
         if isinstance(cpu, KoordinatorCpuManager) and m.kubelet.memory_manager_policy != "Static":
             # Koordinator's NodeNUMAResource: CPUs and per-NUMA memory hinted jointly
-            return [DeviceManager(m, state.devices),
+            # and DeviceShare: device hints joint over the device types, preferred = fewest now
+            return [KoordinatorDeviceManager(m, state.devices),
                     KoordinatorNumaResource(m, cpu, state.memory, cpu.policy_of)]
         return [DeviceManager(m, state.devices), cpu, MemoryManager(m, state.memory)]
 
@@ -247,7 +249,7 @@ class Node:
         mode = self.mode
         if mode is not Mode.KOORDINATOR or self.machine.kubelet.memory_manager_policy == "Static":
             return None
-        scorers = [p for p in providers if isinstance(p, KoordinatorNumaResource)]
+        scorers = [p for p in providers if isinstance(p, (KoordinatorNumaResource, KoordinatorDeviceManager))]
 
         def score(mask: int) -> int:
             return sum(p.hint_score(mask) for p in scorers)
