@@ -56,9 +56,10 @@ class KoordinatorDeviceManager(DeviceManager):
         super().__init__(machine, state, strict_unknown_resources=strict_unknown_resources)
         self._hinted: tuple[Pod, int] | None = None
         self._scores: dict[int, int] = {}
+        self._whole: tuple[Pod, frozenset[tuple[str, str]] | None] | None = None
 
     def pod_hints(self, pod: Pod) -> ProviderHints:
-        self._hinted, self._scores = None, {}
+        self._hinted, self._scores, self._whole = None, {}, None
         kubelet = super().pod_hints(pod)
         if not kubelet:
             return kubelet
@@ -102,7 +103,9 @@ class KoordinatorDeviceManager(DeviceManager):
     def mask_score(self, pod: Pod, mask: int) -> int:
         """``DEFAULT_NUMA_SCORE`` when the GPUs allocated inside ``mask`` are those allocated
         on all NUMA nodes, else 0 (one hint's ``Score``)."""
-        whole = self._gpus_in(pod, mask_of(self.machine.node_ids))
+        if self._whole is None or self._whole[0] is not pod:
+            self._whole = (pod, self._gpus_in(pod, mask_of(self.machine.node_ids)))
+        whole = self._whole[1]
         here = self._gpus_in(pod, mask)
         return DEFAULT_NUMA_SCORE if whole is not None and here == whole else 0
 

@@ -269,6 +269,8 @@ class KoordinatorNumaResource:
         self.scoring = DEFAULT_NUMA_SCORING
         #: the last pod hinted and how many of its resources got hint lists (for the scores)
         self._hinted: tuple[Pod, int] | None = None
+        #: per-NUMA amounts of the state the last hints were made on (the merge scores masks)
+        self._amounts: tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]] | None = None
 
     def available(self) -> dict[int, dict[str, int]]:
         return numa_available(self.machine, self.state)
@@ -278,15 +280,18 @@ class KoordinatorNumaResource:
         return self.cpu.container_hints(pod, container)
 
     def pod_hints(self, pod: Pod) -> ProviderHints:
+        self._hinted = self._amounts = None
         cpu = self.cpu.pod_hints(pod)
         avail = self.available()
         need = pod_numa_requests(pod, numa_allocatable(self.machine))
         if not need or self.state.assignments.get(pod.uid):
+            self._hinted = (pod, sum(1 for v in (cpu or {}).values() if v is not None))
             return cpu
         restricted = self.policy_of is not None and self.policy_of(pod) is Policy.RESTRICTED
         out: dict[str, ResourceHints] = dict(cpu or {})
         out.update(joint_hints(self.machine.node_ids, (cpu or {}).get("cpu"), need, avail, restricted))
         self._hinted = (pod, sum(1 for v in out.values() if v is not None))
+        self._amounts = None
         return out
 
     def numa_amounts(self) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
@@ -302,7 +307,9 @@ class KoordinatorNumaResource:
 
     def mask_score(self, pod: Pod, mask: int) -> int:
         """The NUMA scorer's score of ``mask`` for ``pod`` (one hint's ``Score``)."""
-        alloc, avail = self.numa_amounts()
+        if self._amounts is None:
+            self._amounts = self.numa_amounts()
+        alloc, avail = self._amounts
         total: dict[str, int] = {}
         free: dict[str, int] = {}
         for n in ids_of(mask):
