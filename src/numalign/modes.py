@@ -24,12 +24,15 @@ Read upstream:
   the all-nodes affinity. ``policy_single_numa_node.go``: an all-nodes result becomes ``nil``.
   ``checkExclusivePolicy``: see :func:`exclusive_ok`.
 
-Where numalign deliberately differs (documented in docs/schedulers.md): the Koordinator merge
-keeps numalign's merge for the choice of the best mask (Koordinator adds per-hint ``Score``
-tie-breaks, which its CPU/device providers set; numalign's providers do not score, so every
-score is 0 and the tie-break never fires); ``unsatisfied`` is decided for the chosen mask (is
-there a permutation reaching it whose hints all equal it), where Koordinator keeps the flag of
-the first permutation that reached the mask.
+Koordinator's hints carry a ``Score`` (``NUMATopologyHint.Score``; NodeNUMAResource's NUMA
+scorer, DeviceShare's 500): ``mergeFilteredHints`` lets a later mask of the best one's width
+replace it when it is a smaller integer or scores higher; :func:`score_tie_break` replays that
+fold among the preferred masks of the best width (``merge(score=...)``).
+
+Where numalign deliberately differs (documented in docs/schedulers.md): among non-preferred
+masks the kubelet's ranking is kept (no score tie-break); ``unsatisfied`` is decided for the
+chosen mask (is there a permutation reaching it whose hints all equal it), where Koordinator
+keeps the flag of the first permutation that reached the mask.
 """
 
 from __future__ import annotations
