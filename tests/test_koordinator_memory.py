@@ -401,3 +401,18 @@ def test_node_picks_the_least_allocated_numa_node() -> None:
         second = n.admit(mkpod("second", {"cpu": 2000, "memory": GI}))
         got[name] = (first.containers[0].affinity, second.containers[0].affinity)
     assert got == {"koordinator": (0b10, 0b01), "kubelet": (0b01, 0b01)}
+
+
+def test_numa_status_comes_from_cpusets_only() -> None:
+    """node_allocation.go addPodAllocation marks NUMA nodes single/shared by the pod's cpuset: a
+    pod holding only per-NUMA memory leaves them idle for SingleNUMANodeExclusive."""
+    from numalign.modes import NumaNodeStatus
+    from numalign.scheduler.koordinator import numa_status
+
+    n = node("single-numa-node", KOORD)
+    r = n.admit(mkpod("shared-cpu", {"cpu": 500, "memory": 4 * GI}, guaranteed=False))
+    assert r.admitted and r.containers[0].memory
+    assert set(numa_status(n).values()) == {NumaNodeStatus.IDLE}
+    r = n.admit(mkpod("bound", {"cpu": 2000, "memory": GI}))
+    bound = {n.machine.cpu_by_id[c].numa for c in r.containers[0].cpus}
+    assert {i for i, st in numa_status(n).items() if st is NumaNodeStatus.SINGLE} == bound
