@@ -233,14 +233,23 @@ def _cannot_satisfy(providers: Sequence[ProviderHints]) -> list[str]:
     for p in providers:
         if not p:
             continue
-        out.extend(name for name, hints in p.items() if hints is not None and not _hints(hints))
+        out.extend(name for name, hints in p.items() if hints is not None and _no_hint(hints))
     return sorted(out)
+
+
+def _no_hint(lst: HintList) -> bool:
+    """An empty answer ("cannot satisfy"), without listing a generated family's masks."""
+    return lst.is_empty() if isinstance(lst, GeneratedHints) else not lst
 
 
 def _satisfied(lists: Sequence[HintList], mask: int) -> bool:
     """Koordinator's ``Unsatisfied`` rule for the merged mask: some permutation reaches
     ``mask`` with every non-nil affinity equal to it (its widest affinity is the merged one)."""
-    return all(any(h.affinity is None or h.affinity == mask for h in _hints(lst)) for lst in lists)
+    return all(
+        lst.contains(mask) if isinstance(lst, GeneratedHints)
+        else any(h.affinity is None or h.affinity == mask for h in lst)
+        for lst in lists
+    )
 
 
 #: the most same-size candidate masks the score tie-break visits (beyond: the lowest ids win)

@@ -42,6 +42,7 @@ numalign's split is upstream's.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
@@ -117,6 +118,18 @@ def _union(masks: Iterable[int]) -> int:
     return out
 
 
+#: up to this many NUMA nodes the fewest feasible nodes are found by listing masks by size
+SMALL = 8
+
+
+def _fewest(universe: int, feasible: Callable[[int], bool]) -> int | None:
+    ids = ids_of(universe)
+    for k in range(1, len(ids) + 1):
+        if any(feasible(mask_of(c)) for c in itertools.combinations(ids, k)):
+            return k
+    return None
+
+
 def _joint_family(
     nodes: tuple[int, ...],
     universe: int,
@@ -142,7 +155,7 @@ def _joint_family(
     gen = GeneratedHints(nodes, universe, demand.feasible if demand is not None else feasible, 0, demand=demand)
     if not universe or gen.is_empty():
         return []
-    size = min_size(Family(gen), Budget())
+    size = _fewest(universe, gen.feasible) if universe.bit_count() <= SMALL else min_size(Family(gen), Budget())
     if size is None:
         return []
     return replace(gen, preferred_size=size, is_preferred=(lambda m: True) if everything_preferred else None)
