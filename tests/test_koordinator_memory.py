@@ -416,3 +416,74 @@ def test_numa_status_comes_from_cpusets_only() -> None:
     r = n.admit(mkpod("bound", {"cpu": 2000, "memory": GI}))
     bound = {n.machine.cpu_by_id[c].numa for c in r.containers[0].cpus}
     assert {i for i, st in numa_status(n).items() if st is NumaNodeStatus.SINGLE} == bound
+
+
+# ------------------------------------------------------------------ the tie-break against a brute force
+
+
+def _koordinator_fold(nodes: tuple[int, ...], lists: list[list[tuple[TopologyHint, int]]]) -> tuple[int, bool]:
+    """Koordinator ``mergeFilteredHints`` as written: every permutation in order, merged affinity
+    = AND, preferred = all preferred and all affinities equal, Score = the scores of the hints
+    equal to the merged affinity; a preferred hint beats a non-preferred one, a narrower one
+    replaces, an equally wide one replaces only with a higher Score."""
+    import itertools
+
+    default = mask_of(nodes)
+    best, best_pref, best_score = default, False, 0
+    for perm in itertools.product(*lists):
+        merged = default
+        affs = [hh.affinity for hh, _ in perm if hh.affinity is not None]
+        for a in affs:
+            merged &= a
+        if merged == 0:
+            continue
+        pref = all(hh.preferred for hh, _ in perm) and all(a == affs[0] for a in affs)
+        score = sum(s for hh, s in perm if hh.affinity == merged)
+        if pref and not best_pref:
+            best, best_pref, best_score = merged, pref, score
+            continue
+        if best_pref and not pref:
+            continue
+        narrower = (merged.bit_count(), merged) < (best.bit_count(), best)
+        if not narrower:
+            if merged.bit_count() == best.bit_count() and score > best_score:
+                best, best_score = merged, score
+            continue
+        best, best_pref, best_score = merged, pref, score
+    return best, best_pref
+
+
+@st.composite
+def scored_lists(draw: st.DrawFn) -> list[list[tuple[TopologyHint, int]]]:
+    import itertools
+
+    order = [mask_of(c) for k in range(1, 5) for c in itertools.combinations(range(4), k)]  # IterateBitMasks
+    out = []
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.booleans()) and out:
+            out.append([(TopologyHint(None, True), 0)])
+            continue
+        chosen = sorted(draw(st.sets(st.sampled_from(order), min_size=1, max_size=5)), key=order.index)
+        out.append([(TopologyHint(m, draw(st.booleans())), draw(st.integers(0, 3))) for m in chosen])
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(scored_lists(), st.sampled_from([Policy.BEST_EFFORT, Policy.RESTRICTED]))
+def test_score_tie_break_matches_koordinators_fold(lists: list[list[tuple[TopologyHint, int]]],
+                                                   policy: Policy) -> None:
+    """Whenever Koordinator's fold ends on a preferred hint, the koordinator mode's merge with the
+    summed scores picks the same mask (hint lists in IterateBitMasks order, as providers give)."""
+    from numalign.modes import Mode, merge
+    from numalign.policies import TopologyPolicy
+
+    nodes = (0, 1, 2, 3)
+    want, want_pref = _koordinator_fold(nodes, lists)
+    providers = [{f"r{i}": [hh for hh, _ in lst]} for i, lst in enumerate(lists)]
+
+    def score(mask: int) -> int:
+        return sum(s for lst in lists for hh, s in lst if hh.affinity == mask)
+
+    got = merge(Mode.KOORDINATOR, TopologyPolicy(policy, nodes), providers, score=score)
+    if want_pref:
+        assert (got.hint.affinity, got.hint.preferred) == (want, True)
