@@ -193,9 +193,10 @@ def test_koordinator_score_least_allocated_over_the_pods_numa_nodes() -> None:
     assert n.admit(pod("first", 4)).admitted
     p = pod("second", 2)
     score = KoordinatorNumaScore().score_on(n, p, 1, 2)
-    # both pods on NUMA 0 (the merge's lowest id among equals): 7 allocatable CPUs there; every
-    # bound CPU of the node counts as requested; memory is nowhere NUMA-bound (no Static memory
-    # manager), so only the pod's own request counts against NUMA 0's memory
+    # "first" on NUMA 1 (the NUMA scores: CPU 0 is reserved on NUMA 0), "second" on NUMA 0: 7
+    # allocatable CPUs there; every bound CPU of the node counts as requested; the zones publish
+    # no memory NUMA-bound by the kubelet (no Static memory manager), so only the pod's own
+    # request counts against NUMA 0's memory
     zones = numa_amounts(n)
     cpu = resource_score("LeastAllocated", 4 * 1000 + 2000, 7 * 1000)
     mem = resource_score("LeastAllocated", 1 << 30, zones[0].allocatable["memory"])

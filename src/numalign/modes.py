@@ -24,21 +24,26 @@ Read upstream:
   the all-nodes affinity. ``policy_single_numa_node.go``: an all-nodes result becomes ``nil``.
   ``checkExclusivePolicy``: see :func:`exclusive_ok`.
 
-Where numalign deliberately differs (documented in docs/schedulers.md): the Koordinator merge
-keeps numalign's merge for the choice of the best mask (Koordinator adds per-hint ``Score``
-tie-breaks, which its CPU/device providers set; numalign's providers do not score, so every
-score is 0 and the tie-break never fires); ``unsatisfied`` is decided for the chosen mask (is
-there a permutation reaching it whose hints all equal it), where Koordinator keeps the flag of
-the first permutation that reached the mask.
+Koordinator's hints carry a ``Score`` (``NUMATopologyHint.Score``; NodeNUMAResource's NUMA
+scorer, DeviceShare's 500): ``mergeFilteredHints`` lets a later mask of the best one's width
+replace it when it is a smaller integer or scores higher; :func:`score_tie_break` replays that
+fold among the preferred masks of the best width (``merge(score=...)``).
+
+Where numalign deliberately differs (documented in docs/schedulers.md): among non-preferred
+masks the kubelet's ranking is kept (no score tie-break); ``unsatisfied`` is decided for the
+chosen mask (is there a permutation reaching it whose hints all equal it), where Koordinator
+keeps the flag of the first permutation that reached the mask.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from numalign.bitmask import ids_of
+from numalign.bitmask import ids_of, mask_of
 from numalign.errors import InputError
 from numalign.hints import GeneratedHints, HintList, ProviderHints, TopologyHint, flatten
 from numalign.pods import Pod
@@ -228,14 +233,64 @@ def _cannot_satisfy(providers: Sequence[ProviderHints]) -> list[str]:
     for p in providers:
         if not p:
             continue
-        out.extend(name for name, hints in p.items() if hints is not None and not _hints(hints))
+        out.extend(name for name, hints in p.items() if hints is not None and _no_hint(hints))
     return sorted(out)
+
+
+def _no_hint(lst: HintList) -> bool:
+    """An empty answer ("cannot satisfy"), without listing a generated family's masks."""
+    return lst.is_empty() if isinstance(lst, GeneratedHints) else not lst
 
 
 def _satisfied(lists: Sequence[HintList], mask: int) -> bool:
     """Koordinator's ``Unsatisfied`` rule for the merged mask: some permutation reaches
     ``mask`` with every non-nil affinity equal to it (its widest affinity is the merged one)."""
-    return all(any(h.affinity is None or h.affinity == mask for h in _hints(lst)) for lst in lists)
+    return all(
+        lst.contains(mask) if isinstance(lst, GeneratedHints)
+        else any(h.affinity is None or h.affinity == mask for h in lst)
+        for lst in lists
+    )
+
+
+#: the most same-size candidate masks the score tie-break visits (beyond: the lowest ids win)
+SCORE_TIE_BREAK_LIMIT = 20_000
+
+
+def _preferred_everywhere(lists: Sequence[HintList], mask: int, single: bool) -> bool:
+    """Is there a permutation whose hints are all preferred with affinity ``mask`` or none
+    (the only permutations Koordinator's ``mergePermutation`` marks preferred for ``mask``)?"""
+    if single and mask.bit_count() != 1:
+        return False
+    for lst in lists:
+        if isinstance(lst, GeneratedHints):
+            if not (lst.contains(mask) and lst.preferred(mask)):
+                return False
+        elif not any(h.preferred and h.affinity in (None, mask) for h in lst):
+            return False
+    return True
+
+
+def score_tie_break(
+    nodes: Sequence[int], lists: Sequence[HintList], best: int, score: Callable[[int], int], single: bool = False
+) -> int:
+    """Koordinator ``mergeFilteredHints`` among preferred merged hints as wide as ``best``:
+    permutations come in ``IterateBitMasks`` order (NUMA-id combinations, lexicographic); a
+    later mask replaces the best one when it is narrower (same width: the smaller integer) or
+    when its summed ``Score`` is higher. ``score(mask)`` is the sum over the hint lists of the
+    scores of their hints equal to ``mask``."""
+    k = best.bit_count()
+    if math.comb(len(nodes), k) > SCORE_TIE_BREAK_LIMIT:
+        return best
+    chosen: int | None = None
+    chosen_score = 0
+    for combo in itertools.combinations(sorted(nodes), k):
+        m = mask_of(combo)
+        if not _preferred_everywhere(lists, m, single):
+            continue
+        s = score(m)
+        if chosen is None or m < chosen or s > chosen_score:
+            chosen, chosen_score = m, s
+    return best if chosen is None else chosen
 
 
 def merge(
@@ -244,13 +299,17 @@ def merge(
     providers: Sequence[ProviderHints],
     exclusive: Exclusive | None = None,
     status: Mapping[int, NumaNodeStatus] | None = None,
+    score: Callable[[int], int] | None = None,
 ) -> ModeResult:
     """Merge provider hints under ``policy`` with ``mode``'s rules (one merge for all modes).
 
     ``exclusive``/``status`` (Koordinator): a merged affinity that fails :func:`exclusive_ok`
     is not preferred. A preferred Koordinator permutation has every non-nil affinity equal to
     the merged one, so marking the hints whose affinity fails as not preferred before the merge
-    is the same rule; the all-nodes result of an all-nil permutation is checked after it."""
+    is the same rule; the all-nodes result of an all-nil permutation is checked after it.
+
+    ``score`` (Koordinator): the hints' summed ``Score`` of a mask; a preferred best hint is
+    re-chosen among the preferred masks of its width by :func:`score_tie_break`."""
     rules = RULES[mode]
     if rules.legacy_merge != policy.legacy_merge:
         policy = replace(policy, legacy_merge=rules.legacy_merge)
@@ -258,6 +317,12 @@ def merge(
         providers = [_mark_exclusive(p, exclusive, status) for p in providers]
     base = policy.merge(providers)
     hint, admit = base.hint, base.admit
+    if (
+        score is not None and rules.reports_unsatisfied and hint.preferred and hint.affinity is not None
+        and policy.policy is not Policy.NONE
+    ):
+        single = policy.policy is Policy.SINGLE_NUMA_NODE
+        hint = TopologyHint(score_tie_break(policy.nodes, flatten(providers), hint.affinity, score, single), True)
     if (
         exclusive is not None and status is not None and hint.preferred
         and hint.affinity in (None, policy.default_mask) and policy.policy is not Policy.NONE
@@ -289,6 +354,7 @@ __all__ = [
     "MODE_LABEL",
     "NUMA_TOPOLOGY_SPEC",
     "RULES",
+    "SCORE_TIE_BREAK_LIMIT",
     "Exclusive",
     "Mode",
     "ModeResult",
@@ -302,4 +368,5 @@ __all__ = [
     "node_numa_policy",
     "parse_mode",
     "pod_numa_spec",
+    "score_tie_break",
 ]

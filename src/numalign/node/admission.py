@@ -46,7 +46,9 @@ from numalign.resources.base import Provider
 from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_koordinator import KoordinatorCpuManager
 from numalign.resources.devices import DeviceManager
+from numalign.resources.devices_koordinator import KoordinatorDeviceManager
 from numalign.resources.memory import MemoryManager
+from numalign.resources.memory_koordinator import KoordinatorNumaResource
 from numalign.scopes import Decision, Merge, Rejected, admit
 
 DYNAMIC = "dynamic"  # KEP-693: the node applies each pod's own policy
@@ -173,6 +175,11 @@ class Node:
                                   policy_of=lambda pod: self.policy_for(pod)[0].policy)
             if self.mode is Mode.KOORDINATOR else CpuManager(m, state.cpu, reserved=self.reserved_cpus)
         )
+        if isinstance(cpu, KoordinatorCpuManager) and m.kubelet.memory_manager_policy != "Static":
+            # Koordinator's NodeNUMAResource: CPUs and per-NUMA memory hinted jointly
+            # and DeviceShare: device hints joint over the device types, preferred = fewest now
+            return [KoordinatorDeviceManager(m, state.devices),
+                    KoordinatorNumaResource(m, cpu, state.memory, cpu.policy_of)]
         return [DeviceManager(m, state.devices), cpu, MemoryManager(m, state.memory)]
 
     def validate_state(self) -> None:
@@ -228,20 +235,27 @@ class Node:
             cache.put(key, self.machine, entry)
         return result, planned
 
-    def _merge(self, policy: TopologyPolicy) -> Merge | None:
+    def _merge(self, policy: TopologyPolicy, providers: Sequence[Provider] = ()) -> Merge | None:
         """The merge of this node's engine mode (None: the policy's own, the kubelet's).
 
         A koordinator-mode node merges as Koordinator's topology manager does (a BestEffort
         best hint that cannot hold every resource falls back to all NUMA nodes) when the
         kubelet's Static memory manager is off, as Koordinator deployments run it; with the
         Static memory manager on, the kubelet's memory manager allocates and its NUMA-group
-        rule refuses such a fallback mask, so the kubelet's merge is kept there."""
+        rule refuses such a fallback mask, so the kubelet's merge is kept there.
+
+        Koordinator's hints carry scores (NodeNUMAResource's NUMA scorer): equally narrow
+        preferred masks are chosen by them (:func:`numalign.modes.score_tie_break`)."""
         mode = self.mode
         if mode is not Mode.KOORDINATOR or self.machine.kubelet.memory_manager_policy == "Static":
             return None
+        scorers = [p for p in providers if isinstance(p, (KoordinatorNumaResource, KoordinatorDeviceManager))]
 
-        def merge(providers: Sequence[ProviderHints]) -> MergeResult:
-            out = modes.merge(mode, policy, providers)
+        def score(mask: int) -> int:
+            return sum(p.hint_score(mask) for p in scorers)
+
+        def merge(hints: Sequence[ProviderHints]) -> MergeResult:
+            out = modes.merge(mode, policy, hints, score=score if scorers else None)
             return MergeResult(out.hint, out.admit)
 
         return merge
@@ -253,7 +267,8 @@ class Node:
         pol, sc = policy.policy.value, scope.value
         work = self.state.copy()
         try:
-            decisions = admit(policy, scope, self.providers(work), pod, self._merge(policy))
+            providers = self.providers(work)
+            decisions = admit(policy, scope, providers, pod, self._merge(policy, providers))
         except Rejected as e:
             return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc,
                              containers=tuple(self._rejected(d, explain) for d in e.decisions)), None

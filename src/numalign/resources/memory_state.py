@@ -251,3 +251,17 @@ class MemoryState:
                 str(c): [Block.from_dict(b) for b in (bs or [])] for c, bs in cs.items()
             }
         return MemoryState(str(d.get("policyName", POLICY_STATIC)), ms, entries, {})
+
+
+def numa_held(state: MemoryState) -> dict[int, dict[str, int]]:
+    """NUMA node -> memory resource -> bytes the pods' single-node blocks hold (the
+    ``koordinator`` mode's per-NUMA accounting under the ``None`` policy, whose machine state
+    is empty)."""
+    out: dict[int, dict[str, int]] = {}
+    for containers in state.assignments.values():
+        for blocks in containers.values():
+            for b in blocks:
+                if len(b.numa_affinity) == 1 and b.size > 0:
+                    per = out.setdefault(b.numa_affinity[0], {})
+                    per[b.type] = per.get(b.type, 0) + b.size
+    return out

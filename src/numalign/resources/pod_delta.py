@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from numalign.resources.cpu_state import CpuState
 from numalign.resources.devices import DeviceState
-from numalign.resources.memory_state import MemoryState, NodeMemoryState
+from numalign.resources.memory_state import MemoryState, NodeMemoryState, numa_held
 
 V = TypeVar("V")
 
@@ -46,9 +46,13 @@ def decision_key(cpu: CpuState, memory: MemoryState, devices: DeviceState) -> Ha
         )
         for n, ns in memory.machine_state.items()
     )
+    held: tuple[tuple[int, str, int], ...] = ()
+    if not memory.machine_state and memory.assignments:  # Koordinator's per-NUMA blocks
+        held = tuple(sorted((n, r, v) for n, per in numa_held(memory).items() for r, v in per.items()))
     return (
         cpu.policy_name,
         frozenset(cpu.default_set),
+        held,
         bool(cpu.cpus_to_reuse),
         frozenset(cpu.exclusive_cpus().items()),  # Koordinator's exclusive policies of held CPUs
         memory.policy_name,

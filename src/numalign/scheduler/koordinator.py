@@ -51,7 +51,7 @@ from numalign.modes import (
 )
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
-from numalign.node.usage import numa_amounts, pod_numa_nodes, pod_usage, pods_usage
+from numalign.node.usage import cpus_numa_nodes, numa_amounts, pod_numa_nodes, pod_usage, pods_usage
 from numalign.pods import Pod, effective_pod_requests
 from numalign.policies import Policy
 from numalign.quantity import CPU, MEMORY
@@ -68,12 +68,13 @@ DEVICE_TYPES = {"gpu": ("nvidia.com/gpu", "koordinator.sh/gpu"), "rdma": ("koord
 
 
 def numa_status(node: Node, exclude: str | None = None) -> dict[int, NumaNodeStatus]:
-    """Each NUMA node's Koordinator status from the pods holding NUMA-bound resources on it."""
+    """Each NUMA node's Koordinator status from the pods' cpusets on it (``node_allocation.go``
+    ``addPodAllocation`` marks NUMA nodes by the CPUs a pod is bound to, not by its memory)."""
     status = {i: NumaNodeStatus.IDLE for i in node.machine.node_ids}
     for pu in pods_usage(node.machine, node.state):
         if pu.uid == exclude or pu.record.observed:
             continue
-        used = pu.numa_nodes
+        used = cpus_numa_nodes(node.machine, [c for cu in pu.containers for c in cu.cpus])
         mark = NumaNodeStatus.SINGLE if len(used) == 1 else NumaNodeStatus.SHARED
         for i in used:
             if status[i] is NumaNodeStatus.IDLE or mark is NumaNodeStatus.SHARED:
