@@ -362,3 +362,29 @@ def test_hostile_resource_spec_is_a_one_line_input_error(raw: str) -> None:
     with pytest.raises(InputError) as err:
         parse_resource_spec({RESOURCE_SPEC: raw})
     assert RESOURCE_SPEC in err.value.field and "\n" not in str(err.value)
+
+
+def test_koordinator_score_counts_the_numa_memory_other_pods_hold() -> None:
+    """scoring.go reads the NUMA nodes' requested memory from NodeAllocation: in the koordinator
+    mode (memory manager None) the pods already placed there count, not only the new pod."""
+    from numalign.node.usage import numa_amounts, numa_memory_held, pod_numa_nodes
+    from numalign.scheduler.koordinator import KoordinatorNumaScore, _plan, resource_score
+
+    n = node("single-numa-node", KOORD)
+    for name in ("a", "b", "c"):
+        assert n.admit(pod(name, 2)).admitted
+    p = pod("next", 2)
+    planned = _plan(n, p)[1]
+    assert planned is not None
+    used = pod_numa_nodes(n.machine, planned, p.uid)
+    held = numa_memory_held(n)
+    assert sum(held.get(i, {}).get("memory", 0) for i in used) >= 1 << 30  # someone is there
+    zones = numa_amounts(n)
+    alloc = sum(zones[i].allocatable["memory"] for i in used)
+    mem_used = sum(held.get(i, {}).get("memory", 0) for i in used) + (1 << 30)
+    score = KoordinatorNumaScore().score_on(n, p, len(used), 2)
+    cpu_alloc = sum(zones[i].allocatable["cpu"] for i in used) * 1000
+    cpu_used = sum(zones[i].allocatable["cpu"] - zones[i].available["cpu"] for i in zones) * 1000 + 2000
+    expected = (resource_score("LeastAllocated", cpu_used, cpu_alloc)
+                + resource_score("LeastAllocated", mem_used, alloc)) // 2
+    assert score == expected

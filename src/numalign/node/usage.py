@@ -44,6 +44,7 @@ from numalign.quantity import CPU, MEMORY, hugepage_resource_name, is_memory_res
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 from numalign.resources.memory import Block
+from numalign.resources.memory_state import numa_held
 
 #: the uid under which observed usage is recorded (not a pod numalign admitted)
 OBSERVED_UID = "numalign.io/observed-usage"
@@ -226,6 +227,17 @@ def numa_amounts(node: NodeView) -> dict[int, ZoneAmounts]:
             if (d.resource, d.id) not in taken:
                 zone.available[d.resource] += 1
     return out
+
+
+def numa_memory_held(node: NodeView) -> dict[int, dict[str, int]]:
+    """NUMA node -> memory resource -> bytes pods hold there outside the kubelet's Static
+    memory manager: the ``koordinator`` mode's per-NUMA accounting (Koordinator's
+    ``NodeAllocation``), which :func:`numa_amounts` does not publish as a zone's use (the
+    kubelet binds no memory to NUMA nodes there). Empty under ``Static``, whose tables
+    :func:`numa_amounts` already counts."""
+    if node.machine.kubelet.memory_manager_policy == MEMORY_STATIC:
+        return {}
+    return numa_held(node.state.memory)
 
 
 def numa_free(node: NodeView) -> dict[int, dict[str, int]]:
