@@ -51,7 +51,14 @@ from numalign.modes import (
 )
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
-from numalign.node.usage import cpus_numa_nodes, numa_amounts, numa_memory_held, pod_numa_nodes, pod_usage, pods_usage
+from numalign.node.usage import (
+    cpus_numa_nodes,
+    numa_amounts,
+    numa_memory_held,
+    pod_numa_nodes,
+    pod_usage,
+    pods_usage,
+)
 from numalign.pods import Pod, effective_pod_requests
 from numalign.policies import Policy
 from numalign.quantity import CPU, MEMORY
@@ -169,9 +176,9 @@ class KoordinatorNumaScore(NumaScore):
             scale = {CPU: 1000}
             allocatable = {r: sum(zones[i].allocatable.get(r, 0) for i in used) * scale.get(r, 1)
                            for r in self.weights}
-            held = numa_memory_held(node)  # NodeAllocation's per-NUMA memory (scoring.go)
+            numa_mem = numa_memory_held(node)  # NodeAllocation's per-NUMA memory (scoring.go)
             before = {r: sum(zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0)
-                             + held.get(i, {}).get(r, 0) for i in used)
+                             + numa_mem.get(i, {}).get(r, 0) for i in used)
                       * scale.get(r, 1) for r in self.weights}
         held = pod_usage(node.machine, planned, pod.uid)
         if held is not None and any(c.cpus for c in held.containers):  # a cpuset: every bound CPU
