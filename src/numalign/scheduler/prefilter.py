@@ -21,6 +21,7 @@ engine's decision stays exact; this only saves asking it where the answer is kno
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
@@ -29,10 +30,32 @@ import numpy.typing as npt
 from numalign.machine.model import Machine
 from numalign.modes import Mode
 from numalign.node.admission import Node
-from numalign.node.usage import fewest_nodes, numa_capacities, numa_demand, numa_free
+from numalign.node.usage import (
+    FreeLayout,
+    fewest_nodes,
+    free_layout,
+    numa_capacities,
+    numa_demand,
+    numa_free,
+    numa_free_columns,
+)
 from numalign.pods import Pod
 from numalign.policies import Policy, Scope
 from numalign.quantity import CPU, MEMORY, hugepage_resource_name
+
+
+#: the amount a group needs on a row it does not check (every free amount passes)
+_NO_NEED = int(np.iinfo(np.int64).min)
+
+
+@dataclass(frozen=True)
+class _Thresholds:
+    """One pod shape's prefilter checks as arrays (see :meth:`NumaPrefilter._thresholds`)."""
+
+    rows: tuple[int, ...]  # rows of the flattened top-k table that some group checks
+    amounts: tuple[npt.NDArray[np.int64], ...]  # per row: the amount each group needs
+    single: tuple[int, ...]  # per row: group 0's amount (a one-group cluster)
+    possible: npt.NDArray[np.bool_] | None  # per group: can a node of it pass (None: all)
 
 
 class NumaPrefilter:
@@ -54,6 +77,10 @@ class NumaPrefilter:
         self.topk: npt.NDArray[np.int64] = np.zeros(
             (len(self.resources), self.slots, len(self.nodes)), dtype=np.int64
         )
+        #: machine id -> where its free amounts go (:func:`free_layout`)
+        self._layouts: dict[int, FreeLayout] = {}
+        #: per node, the free amounts last written (per column, per slot)
+        self._cols: list[list[list[int]] | None] = [None] * len(self.nodes)
         self._groups: dict[int, list[int]] = {}
         self._machines: dict[int, Machine] = {}
         for i, n in enumerate(self.nodes):
@@ -68,12 +95,36 @@ class NumaPrefilter:
             self._group_of[members] = g
         #: pod shape -> the checks of :meth:`_conditions`
         self._compiled: dict[object, list[tuple[int, list[tuple[int, int, int]] | None]]] = {}
+        #: pod shape -> the checks of :meth:`_conditions` as arrays (:meth:`_thresholds`)
+        self._thresholds_of: dict[object, _Thresholds] = {}
+        #: :attr:`topk` as rows ``resource * slots + k - 1`` (a view: refresh writes show)
+        self._topk_flat: npt.NDArray[np.int64] = self.topk.reshape(len(self.resources) * self.slots, len(self.nodes))
+        assert np.shares_memory(self._topk_flat, self.topk)
         self._memo_pod: Pod | None = None
         self._memo: dict[tuple[int, Scope], list[dict[str, int]]] = {}
         self._capacity_k: dict[tuple[int, str, int], tuple[int, int]] = {}
 
     def refresh(self, i: int) -> None:
-        """Recompute node ``i``'s free amounts from its engine state."""
+        """Bring node ``i``'s free amounts up to date with its engine state: only the
+        resources whose amounts changed are written (a bind changes a few)."""
+        node = self.nodes[i]
+        layout = self._layouts.get(id(node.machine))
+        if layout is None:
+            layout = self._layouts[id(node.machine)] = free_layout(node.machine, self.col, self.slots)
+        cols = numa_free_columns(node, layout)
+        prev = self._cols[i]
+        self._cols[i] = cols
+        free, topk = self.free, self.topk
+        for c, amounts in enumerate(cols):
+            if prev is not None and prev[c] == amounts:
+                continue
+            free[i, :, c] = amounts
+            # top-k sums: the k largest free amounts, k = 1..slots
+            topk[c, :, i] = list(accumulate(sorted(amounts, reverse=True)))
+
+    def refresh_reference(self, i: int) -> None:
+        """:meth:`refresh` the straightforward way (every amount from :func:`numa_free`);
+        the tests hold :meth:`refresh` to it."""
         slots = self.slots
         cols = [[0] * slots for _ in self.resources]  # per resource, per NUMA slot
         get = self.col.get
@@ -82,8 +133,8 @@ class NumaPrefilter:
                 col = get(res)
                 if col is not None:
                     cols[col][s] = amount
+        self._cols[i] = cols
         self.free[i] = np.array(cols, dtype=np.int64).T
-        # top-k sums per resource: the k largest free amounts, k = 1..slots
         self.topk[:, :, i] = [list(accumulate(sorted(v, reverse=True))) for v in cols]
 
     # ----------------------------------------------------------------- demands
@@ -213,8 +264,81 @@ class NumaPrefilter:
         self._compiled[shape] = out
         return out
 
+    def _thresholds(self, pod: Pod) -> _Thresholds:
+        """:meth:`_conditions` as arrays: the rows of :attr:`topk` (as ``resource * slots + k
+        - 1``) that some group checks, the amount each group needs there (the largest of its
+        checks on the row; the int64 minimum where it checks nothing), and which groups can
+        pass at all (None: every group). Cached per pod shape."""
+        shape = pod.shape
+        hit = self._thresholds_of.get(shape)
+        if hit is not None:
+            return hit
+        n_groups = len(self._group_list)
+        need: dict[int, list[int]] = {}
+        possible: npt.NDArray[np.bool_] | None = None
+        for g, checks in self._conditions(pod):
+            if checks is None:
+                if possible is None:
+                    possible = np.ones(n_groups, dtype=np.bool_)
+                possible[g] = False
+                continue
+            for col, k, amount in checks:
+                row = need.setdefault(col * self.slots + k - 1, [_NO_NEED] * n_groups)
+                row[g] = max(row[g], amount)
+        rows = sorted(need)
+        out = _Thresholds(
+            tuple(rows),
+            tuple(np.array(need[r], dtype=np.int64) for r in rows),
+            tuple(need[r][0] for r in rows),
+            possible,
+        )
+        self._thresholds_of[shape] = out
+        return out
+
     def passing(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """For each candidate node index, False if the node certainly rejects ``pod``."""
+        """For each candidate node index, False if the node certainly rejects ``pod`` (the
+        same answer as :meth:`passing_reference`, from the per-shape thresholds)."""
+        if candidates.size == 0:
+            return np.ones(0, dtype=np.bool_)
+        t = self._thresholds(pod)
+        flat = self._topk_flat
+        if len(self._group_list) == 1:
+            if t.possible is not None and not t.possible[0]:
+                return np.zeros(candidates.size, dtype=np.bool_)
+            ok: npt.NDArray[np.bool_] | None = None
+            for row, amount in zip(t.rows, t.single):
+                here = flat[row][candidates] >= amount
+                ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        else:
+            groups = self._group_of[candidates]
+            ok = None if t.possible is None else t.possible[groups]
+            for row, amounts in zip(t.rows, t.amounts):
+                here = flat[row][candidates] >= amounts[groups]
+                ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        return np.ones(candidates.size, dtype=np.bool_) if ok is None else ok
+
+    def passing_range(self, pod: Pod, a: int, b: int) -> npt.NDArray[np.bool_]:
+        """:meth:`passing` for the nodes ``a .. b-1`` (slices, no gathers)."""
+        t = self._thresholds(pod)
+        flat = self._topk_flat
+        if len(self._group_list) == 1:
+            if t.possible is not None and not t.possible[0]:
+                return np.zeros(b - a, dtype=np.bool_)
+            ok: npt.NDArray[np.bool_] | None = None
+            for row, amount in zip(t.rows, t.single):
+                here = flat[row, a:b] >= amount
+                ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        else:
+            groups = self._group_of[a:b]
+            ok = None if t.possible is None else t.possible[groups]
+            for row, amounts in zip(t.rows, t.amounts):
+                here = flat[row, a:b] >= amounts[groups]
+                ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        return np.ones(b - a, dtype=np.bool_) if ok is None else ok
+
+    def passing_reference(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """For each candidate node index, False if the node certainly rejects ``pod``: the
+        checks of :meth:`_conditions` applied group by group (the straightforward way)."""
         ok = np.ones(candidates.size, dtype=np.bool_)
         if candidates.size == 0:
             return ok

@@ -266,11 +266,13 @@ class Scheduler:
         while scanned < n and found < want:
             a = (start + scanned) % n
             b = min(n, a + window, a + n - scanned)
-            fit = np.flatnonzero(c.fits_range(vec, a, b)) + a
-            fitting += int(fit.size)
-            good = fit
-            if self.prefilter is not None and fit.size:
-                good = fit[self.prefilter.passing(pod, fit)]
+            fits = c.fits_range(vec, a, b)
+            if self.prefilter is None:
+                good = np.flatnonzero(fits) + a
+                fitting += int(good.size)
+            else:
+                fitting += int(np.count_nonzero(fits))
+                good = np.flatnonzero(fits & self.prefilter.passing_range(pod, a, b)) + a
             need = want - found
             if good.size >= need:
                 parts.append(good[:need])
