@@ -55,7 +55,25 @@ class _Thresholds:
     rows: tuple[int, ...]  # rows of the flattened top-k table that some group checks
     amounts: tuple[npt.NDArray[np.int64], ...]  # per row: the amount each group needs
     single: tuple[int, ...]  # per row: group 0's amount (a one-group cluster)
+    per_group: tuple[tuple[int, ...], ...]  # per row: the amounts as Python ints
     possible: npt.NDArray[np.bool_] | None  # per group: can a node of it pass (None: all)
+
+
+#: the most runs of consecutive same-group nodes :meth:`NumaPrefilter.passing_range` walks
+MAX_RUNS = 64
+
+
+def _runs(group_of: npt.NDArray[np.int64], limit: int) -> list[tuple[int, int, int]] | None:
+    """Maximal runs ``(start, end, group)`` of equal entries of ``group_of``; None when
+    there are more than ``limit``."""
+    if group_of.size == 0:
+        return []
+    cuts = np.flatnonzero(group_of[1:] != group_of[:-1]) + 1
+    if cuts.size + 1 > limit:
+        return None
+    starts = [0, *cuts.tolist()]
+    ends = [*cuts.tolist(), int(group_of.size)]
+    return [(st, en, int(group_of[st])) for st, en in zip(starts, ends)]
 
 
 class NumaPrefilter:
@@ -93,6 +111,9 @@ class NumaPrefilter:
         self._group_of: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
         for g, (_, members) in enumerate(self._group_list):
             self._group_of[members] = g
+        #: maximal runs of consecutive nodes of one group: (start, end, group); None when
+        #: the groups interleave too much for a walk over runs to pay off
+        self._runs: list[tuple[int, int, int]] | None = _runs(self._group_of, MAX_RUNS)
         #: pod shape -> the checks of :meth:`_conditions`
         self._compiled: dict[object, list[tuple[int, list[tuple[int, int, int]] | None]]] = {}
         #: pod shape -> the checks of :meth:`_conditions` as arrays (:meth:`_thresholds`)
@@ -118,9 +139,13 @@ class NumaPrefilter:
         for c, amounts in enumerate(cols):
             if prev is not None and prev[c] == amounts:
                 continue
-            free[i, :, c] = amounts
-            # top-k sums: the k largest free amounts, k = 1..slots
-            topk[c, :, i] = list(accumulate(sorted(amounts, reverse=True)))
+            # top-k sums: the k largest free amounts, k = 1..slots (scalar writes: a few)
+            total = 0
+            for k, v in enumerate(sorted(amounts, reverse=True)):
+                total += v
+                topk[c, k, i] = total
+            for slot, v in enumerate(amounts):
+                free[i, slot, c] = v
 
     def refresh_reference(self, i: int) -> None:
         """:meth:`refresh` the straightforward way (every amount from :func:`numa_free`);
@@ -290,6 +315,7 @@ class NumaPrefilter:
             tuple(rows),
             tuple(np.array(need[r], dtype=np.int64) for r in rows),
             tuple(need[r][0] for r in rows),
+            tuple(tuple(need[r]) for r in rows),
             possible,
         )
         self._thresholds_of[shape] = out
@@ -318,23 +344,37 @@ class NumaPrefilter:
         return np.ones(candidates.size, dtype=np.bool_) if ok is None else ok
 
     def passing_range(self, pod: Pod, a: int, b: int) -> npt.NDArray[np.bool_]:
-        """:meth:`passing` for the nodes ``a .. b-1`` (slices, no gathers)."""
+        """:meth:`passing` for the nodes ``a .. b-1``: over slices of the runs of one
+        group each (a comparison with one amount per run), no gathers."""
         t = self._thresholds(pod)
+        if not t.rows and t.possible is None:
+            return np.ones(b - a, dtype=np.bool_)
+        runs = self._runs
+        if runs is None:
+            return self.passing(pod, np.arange(a, b))
         flat = self._topk_flat
-        if len(self._group_list) == 1:
-            if t.possible is not None and not t.possible[0]:
-                return np.zeros(b - a, dtype=np.bool_)
-            ok: npt.NDArray[np.bool_] | None = None
-            for row, amount in zip(t.rows, t.single):
-                here = flat[row, a:b] >= amount
-                ok = here if ok is None else np.logical_and(ok, here, out=ok)
-        else:
-            groups = self._group_of[a:b]
-            ok = None if t.possible is None else t.possible[groups]
-            for row, amounts in zip(t.rows, t.amounts):
-                here = flat[row, a:b] >= amounts[groups]
-                ok = here if ok is None else np.logical_and(ok, here, out=ok)
-        return np.ones(b - a, dtype=np.bool_) if ok is None else ok
+        out = np.empty(b - a, dtype=np.bool_)
+        for start, end, g in runs:
+            lo, hi = max(a, start), min(b, end)
+            if lo >= hi:
+                continue
+            part = out[lo - a:hi - a]
+            if t.possible is not None and not t.possible[g]:
+                part[:] = False
+                continue
+            first = True
+            for row, amounts in zip(t.rows, t.per_group):
+                amount = amounts[g]
+                if amount == _NO_NEED:
+                    continue
+                if first:
+                    np.greater_equal(flat[row, lo:hi], amount, out=part)
+                    first = False
+                else:
+                    part &= flat[row, lo:hi] >= amount
+            if first:
+                part[:] = True
+        return out
 
     def passing_reference(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """For each candidate node index, False if the node certainly rejects ``pod``: the
