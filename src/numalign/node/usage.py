@@ -313,19 +313,19 @@ def numa_free_columns(node: NodeView, layout: FreeLayout) -> list[list[int]]:
     if slot_of is not None:
         mem_cols = layout.memory_cols
         for nid, ns in st.memory.machine_state.items():
-            s = slot_of.get(nid)
-            if s is None:
+            at = slot_of.get(nid)
+            if at is None:
                 continue
             for res, table in ns.memory_map.items():
                 col = mem_cols.get(res)
                 if col is not None:
-                    cols[col][s] = table.free
+                    cols[col][at] = table.free
     if layout.devices:
         taken = st.devices.taken()
-        for key, col, at in layout.devices:
+        for key, col, slots_of in layout.devices:
             if key not in taken:
                 row = cols[col]
-                for s in at:
+                for s in slots_of:
                     row[s] += 1
     return cols
 

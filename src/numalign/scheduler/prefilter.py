@@ -43,7 +43,6 @@ from numalign.pods import Pod
 from numalign.policies import Policy, Scope
 from numalign.quantity import CPU, MEMORY, hugepage_resource_name
 
-
 #: the amount a group needs on a row it does not check (every free amount passes)
 _NO_NEED = int(np.iinfo(np.int64).min)
 
@@ -73,7 +72,7 @@ def _runs(group_of: npt.NDArray[np.int64], limit: int) -> list[tuple[int, int, i
         return None
     starts = [0, *cuts.tolist()]
     ends = [*cuts.tolist(), int(group_of.size)]
-    return [(st, en, int(group_of[st])) for st, en in zip(starts, ends)]
+    return [(st, en, int(group_of[st])) for st, en in zip(starts, ends, strict=True)]
 
 
 class NumaPrefilter:
@@ -332,13 +331,13 @@ class NumaPrefilter:
             if t.possible is not None and not t.possible[0]:
                 return np.zeros(candidates.size, dtype=np.bool_)
             ok: npt.NDArray[np.bool_] | None = None
-            for row, amount in zip(t.rows, t.single):
+            for row, amount in zip(t.rows, t.single, strict=True):
                 here = flat[row][candidates] >= amount
                 ok = here if ok is None else np.logical_and(ok, here, out=ok)
         else:
             groups = self._group_of[candidates]
             ok = None if t.possible is None else t.possible[groups]
-            for row, amounts in zip(t.rows, t.amounts):
+            for row, amounts in zip(t.rows, t.amounts, strict=True):
                 here = flat[row][candidates] >= amounts[groups]
                 ok = here if ok is None else np.logical_and(ok, here, out=ok)
         return np.ones(candidates.size, dtype=np.bool_) if ok is None else ok
@@ -363,7 +362,7 @@ class NumaPrefilter:
                 part[:] = False
                 continue
             first = True
-            for row, amounts in zip(t.rows, t.per_group):
+            for row, amounts in zip(t.rows, t.per_group, strict=True):
                 amount = amounts[g]
                 if amount == _NO_NEED:
                     continue
