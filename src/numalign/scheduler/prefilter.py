@@ -16,6 +16,14 @@ reject the pod, using per-node, per-NUMA free amounts kept in a NumPy array
 Free amounts are generous on purpose (a device near several NUMA nodes counts on each, memory
 ignores NUMA groups), so the condition never drops a node the engine would admit: the
 engine's decision stays exact; this only saves asking it where the answer is known.
+
+Cost per pod (the scheduler's hot path): after a bind, :meth:`NumaPrefilter.refresh` reads the
+node's free amounts as columns (:func:`numalign.node.usage.numa_free_columns`) and rewrites
+only the resources that changed; a pod shape's checks are compiled once into thresholds per
+machine group (:meth:`NumaPrefilter._thresholds`), and the scheduler's sampling walk asks
+:meth:`NumaPrefilter.passing_range` over a window of consecutive nodes, one comparison per
+run of same-group nodes and checked row. The ``*_reference`` methods are the straightforward
+paths the tests hold these to.
 """
 
 from __future__ import annotations
