@@ -142,17 +142,21 @@ class NumaPrefilter:
         cols = numa_free_columns(node, layout)
         prev = self._cols[i]
         self._cols[i] = cols
-        free, topk = self.free, self.topk
+        free, topk, slots = self.free, self.topk, self.slots
         for c, amounts in enumerate(cols):
             if prev is not None and prev[c] == amounts:
                 continue
-            # top-k sums: the k largest free amounts, k = 1..slots (scalar writes: a few)
-            total = 0
-            for k, v in enumerate(sorted(amounts, reverse=True)):
-                total += v
-                topk[c, k, i] = total
-            for slot, v in enumerate(amounts):
-                free[i, slot, c] = v
+            # top-k sums: the k largest free amounts, k = 1..slots
+            if slots <= 2:  # scalar writes are cheaper than a slice from a list here
+                total = 0
+                for k, v in enumerate(sorted(amounts, reverse=True)):
+                    total += v
+                    topk[c, k, i] = total
+                for slot, v in enumerate(amounts):
+                    free[i, slot, c] = v
+            else:
+                topk[c, :, i] = list(accumulate(sorted(amounts, reverse=True)))
+                free[i, :, c] = amounts
 
     def refresh_reference(self, i: int) -> None:
         """:meth:`refresh` the straightforward way (every amount from :func:`numa_free`);
