@@ -44,7 +44,7 @@ class FilterResult:
 #: cache shares the cached result's ``containers`` and holds what the cached plan held, so it
 #: uses the same NUMA nodes.
 _NUMA_COUNTS: dict[int, tuple[object, int]] = {}
-_NUMA_COUNTS_SIZE = 1 << 14
+_NUMA_COUNTS_SIZE = 1 << 12
 
 
 def _numa_count(node: Node, pod: Pod, result: PodResult, planned: NodeState) -> int:
