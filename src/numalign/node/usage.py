@@ -274,6 +274,77 @@ def numa_free(node: NodeView) -> dict[int, dict[str, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class FreeLayout:
+    """Where :func:`numa_free_columns` puts one machine's free amounts: per column of a
+    resource, per NUMA slot (the machine's NUMA node ids in order). Made once per machine by
+    :func:`free_layout`."""
+
+    machine: Machine
+    width: int  # columns
+    slots: int
+    #: (column of ``cpu``, ((slot, CPUs of that NUMA node), ...)); None: no exclusive CPUs
+    cpu: tuple[int, tuple[tuple[int, frozenset[int]], ...]] | None
+    #: Static memory manager: NUMA node id -> slot; resource -> column (None: no tables)
+    memory_slots: Mapping[int, int] | None
+    memory_cols: Mapping[str, int]
+    #: healthy devices with topology and a column: ((resource, id), column, slots)
+    devices: tuple[tuple[tuple[str, str], int, tuple[int, ...]], ...]
+
+
+def free_layout(machine: Machine, columns: Mapping[str, int], slots: int) -> FreeLayout:
+    """The :class:`FreeLayout` of ``machine`` for ``columns`` (resource -> column) and
+    ``slots`` (at least the machine's NUMA node count)."""
+    m = machine
+    slot_of = {nid: s for s, nid in enumerate(m.node_ids)}
+    cpu = None
+    if CPU in columns and m.kubelet.cpu_manager_policy == CPU_STATIC:
+        cpu = (columns[CPU], tuple((s, m.cpus_by_numa[nid]) for s, nid in enumerate(m.node_ids)
+                                   if m.cpus_by_numa.get(nid)))
+    devices = tuple(
+        ((d.resource, d.id), columns[d.resource], tuple(slot_of[n] for n in d.numa if n in slot_of))
+        for d in m.devices if d.healthy and d.numa and d.resource in columns
+    )
+    return FreeLayout(m, len(columns), slots, cpu,
+                      slot_of if m.kubelet.memory_manager_policy == MEMORY_STATIC else None,
+                      dict(columns), devices)
+
+
+def numa_free_columns(node: NodeView, layout: FreeLayout) -> list[list[int]]:
+    """:func:`numa_free` laid out for a vectorised reader (``layout`` is the node machine's
+    :func:`free_layout`): per column, per NUMA slot, the free amount (0 where
+    :func:`numa_free` has none; resources without a column are left out). The same amounts
+    as :func:`numa_free`, without its dicts: the scheduler's prefilter reads this after
+    every bind."""
+    st = node.state
+    slots = layout.slots
+    cols = [[0] * slots for _ in range(layout.width)]
+    if layout.cpu is not None:
+        free = st.cpu.default_set - node.reserved_cpus
+        row = cols[layout.cpu[0]]
+        for s, cpus in layout.cpu[1]:
+            row[s] = len(cpus & free)
+    slot_of = layout.memory_slots
+    if slot_of is not None:
+        mem_cols = layout.memory_cols
+        for nid, ns in st.memory.machine_state.items():
+            at = slot_of.get(nid)
+            if at is None:
+                continue
+            for res, table in ns.memory_map.items():
+                col = mem_cols.get(res)
+                if col is not None:
+                    cols[col][at] = table.free
+    if layout.devices:
+        taken = st.devices.taken()
+        for key, col, slots_of in layout.devices:
+            if key not in taken:
+                row = cols[col]
+                for s in slots_of:
+                    row[s] += 1
+    return cols
+
+
 # -------------------------------------------------------------------------- demand
 
 

@@ -39,10 +39,44 @@ class FilterResult:
     result: PodResult | None = None  # exact filter: the node's admission result
 
 
+#: NUMA counts of admissions by the identity of their results' ``containers`` (kept alive
+#: here, so an id is never reused while remembered). A plan replayed from the node's plan
+#: cache shares the cached result's ``containers`` and holds what the cached plan held, so it
+#: uses the same NUMA nodes.
+_NUMA_COUNTS: dict[int, tuple[object, int]] = {}
+_NUMA_COUNTS_SIZE = 1 << 12
+
+
+def _numa_count(node: Node, pod: Pod, result: PodResult, planned: NodeState) -> int:
+    """How many NUMA nodes the admitted pod uses in ``planned`` (``pod_numa_nodes``)."""
+    containers = result.containers
+    if not containers:  # the empty tuple is one object: no memo
+        return len(pod_numa_nodes(node.machine, planned, pod.uid))
+    hit = _NUMA_COUNTS.get(id(containers))
+    if hit is not None and hit[0] is containers:
+        return hit[1]
+    count = len(pod_numa_nodes(node.machine, planned, pod.uid))
+    if len(_NUMA_COUNTS) >= _NUMA_COUNTS_SIZE:
+        _NUMA_COUNTS.clear()
+    _NUMA_COUNTS[id(containers)] = (containers, count)
+    return count
+
+
 def exact_filter(node: Node, pod: Pod) -> FilterResult:
     try:
         result, planned = node.plan(pod)
     except MergeTooLarge as e:  # the merge's step cap: this node is infeasible for this pod
+        return FilterResult(False, reason=f"{e.reason}: {e.message}")
+    if planned is None:
+        return FilterResult(False, reason=f"{result.reason}: {result.message}")
+    return FilterResult(True, _numa_count(node, pod, result, planned), planned=planned, result=result)
+
+
+def exact_filter_reference(node: Node, pod: Pod) -> FilterResult:
+    """:func:`exact_filter` without the NUMA-count memo (what the memo must agree with)."""
+    try:
+        result, planned = node.plan(pod)
+    except MergeTooLarge as e:
         return FilterResult(False, reason=f"{e.reason}: {e.message}")
     if planned is None:
         return FilterResult(False, reason=f"{result.reason}: {result.message}")

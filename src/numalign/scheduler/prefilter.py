@@ -16,11 +16,20 @@ reject the pod, using per-node, per-NUMA free amounts kept in a NumPy array
 Free amounts are generous on purpose (a device near several NUMA nodes counts on each, memory
 ignores NUMA groups), so the condition never drops a node the engine would admit: the
 engine's decision stays exact; this only saves asking it where the answer is known.
+
+Cost per pod (the scheduler's hot path): after a bind, :meth:`NumaPrefilter.refresh` reads the
+node's free amounts as columns (:func:`numalign.node.usage.numa_free_columns`) and rewrites
+only the resources that changed; a pod shape's checks are compiled once into thresholds per
+machine group (:meth:`NumaPrefilter._thresholds`), and the scheduler's sampling walk asks
+:meth:`NumaPrefilter.passing_range` over a window of consecutive nodes, one comparison per
+run of same-group nodes and checked row. The ``*_reference`` methods are the straightforward
+paths the tests hold these to.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
@@ -29,10 +38,49 @@ import numpy.typing as npt
 from numalign.machine.model import Machine
 from numalign.modes import Mode
 from numalign.node.admission import Node
-from numalign.node.usage import fewest_nodes, numa_capacities, numa_demand, numa_free
+from numalign.node.usage import (
+    FreeLayout,
+    fewest_nodes,
+    free_layout,
+    numa_capacities,
+    numa_demand,
+    numa_free,
+    numa_free_columns,
+)
 from numalign.pods import Pod
 from numalign.policies import Policy, Scope
 from numalign.quantity import CPU, MEMORY, hugepage_resource_name
+
+#: the amount a group needs on a row it does not check (every free amount passes)
+_NO_NEED = int(np.iinfo(np.int64).min)
+
+
+@dataclass(frozen=True)
+class _Thresholds:
+    """One pod shape's prefilter checks as arrays (see :meth:`NumaPrefilter._thresholds`)."""
+
+    rows: tuple[int, ...]  # rows of the flattened top-k table that some group checks
+    amounts: tuple[npt.NDArray[np.int64], ...]  # per row: the amount each group needs
+    single: tuple[int, ...]  # per row: group 0's amount (a one-group cluster)
+    per_group: tuple[tuple[int, ...], ...]  # per row: the amounts as Python ints
+    possible: npt.NDArray[np.bool_] | None  # per group: can a node of it pass (None: all)
+
+
+#: the most runs of consecutive same-group nodes :meth:`NumaPrefilter.passing_range` walks
+MAX_RUNS = 64
+
+
+def _runs(group_of: npt.NDArray[np.int64], limit: int) -> list[tuple[int, int, int]] | None:
+    """Maximal runs ``(start, end, group)`` of equal entries of ``group_of``; None when
+    there are more than ``limit``."""
+    if group_of.size == 0:
+        return []
+    cuts = np.flatnonzero(group_of[1:] != group_of[:-1]) + 1
+    if cuts.size + 1 > limit:
+        return None
+    starts = [0, *cuts.tolist()]
+    ends = [*cuts.tolist(), int(group_of.size)]
+    return [(st, en, int(group_of[st])) for st, en in zip(starts, ends, strict=True)]
 
 
 class NumaPrefilter:
@@ -54,6 +102,10 @@ class NumaPrefilter:
         self.topk: npt.NDArray[np.int64] = np.zeros(
             (len(self.resources), self.slots, len(self.nodes)), dtype=np.int64
         )
+        #: machine id -> where its free amounts go (:func:`free_layout`)
+        self._layouts: dict[int, FreeLayout] = {}
+        #: per node, the free amounts last written (per column, per slot)
+        self._cols: list[list[list[int]] | None] = [None] * len(self.nodes)
         self._groups: dict[int, list[int]] = {}
         self._machines: dict[int, Machine] = {}
         for i, n in enumerate(self.nodes):
@@ -66,14 +118,49 @@ class NumaPrefilter:
         self._group_of: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
         for g, (_, members) in enumerate(self._group_list):
             self._group_of[members] = g
+        #: maximal runs of consecutive nodes of one group: (start, end, group); None when
+        #: the groups interleave too much for a walk over runs to pay off
+        self._runs: list[tuple[int, int, int]] | None = _runs(self._group_of, MAX_RUNS)
         #: pod shape -> the checks of :meth:`_conditions`
         self._compiled: dict[object, list[tuple[int, list[tuple[int, int, int]] | None]]] = {}
+        #: pod shape -> the checks of :meth:`_conditions` as arrays (:meth:`_thresholds`)
+        self._thresholds_of: dict[object, _Thresholds] = {}
+        #: :attr:`topk` as rows ``resource * slots + k - 1`` (a view: refresh writes show)
+        self._topk_flat: npt.NDArray[np.int64] = self.topk.reshape(len(self.resources) * self.slots, len(self.nodes))
+        assert np.shares_memory(self._topk_flat, self.topk)
         self._memo_pod: Pod | None = None
         self._memo: dict[tuple[int, Scope], list[dict[str, int]]] = {}
         self._capacity_k: dict[tuple[int, str, int], tuple[int, int]] = {}
 
     def refresh(self, i: int) -> None:
-        """Recompute node ``i``'s free amounts from its engine state."""
+        """Bring node ``i``'s free amounts up to date with its engine state: only the
+        resources whose amounts changed are written (a bind changes a few)."""
+        node = self.nodes[i]
+        layout = self._layouts.get(id(node.machine))
+        if layout is None:
+            layout = self._layouts[id(node.machine)] = free_layout(node.machine, self.col, self.slots)
+        cols = numa_free_columns(node, layout)
+        prev = self._cols[i]
+        self._cols[i] = cols
+        free, topk, slots = self.free, self.topk, self.slots
+        for c, amounts in enumerate(cols):
+            if prev is not None and prev[c] == amounts:
+                continue
+            # top-k sums: the k largest free amounts, k = 1..slots
+            if slots <= 2:  # scalar writes are cheaper than a slice from a list here
+                total = 0
+                for k, v in enumerate(sorted(amounts, reverse=True)):
+                    total += v
+                    topk[c, k, i] = total
+                for slot, v in enumerate(amounts):
+                    free[i, slot, c] = v
+            else:
+                topk[c, :, i] = list(accumulate(sorted(amounts, reverse=True)))
+                free[i, :, c] = amounts
+
+    def refresh_reference(self, i: int) -> None:
+        """:meth:`refresh` the straightforward way (every amount from :func:`numa_free`);
+        the tests hold :meth:`refresh` to it."""
         slots = self.slots
         cols = [[0] * slots for _ in self.resources]  # per resource, per NUMA slot
         get = self.col.get
@@ -82,8 +169,8 @@ class NumaPrefilter:
                 col = get(res)
                 if col is not None:
                     cols[col][s] = amount
+        self._cols[i] = cols
         self.free[i] = np.array(cols, dtype=np.int64).T
-        # top-k sums per resource: the k largest free amounts, k = 1..slots
         self.topk[:, :, i] = [list(accumulate(sorted(v, reverse=True))) for v in cols]
 
     # ----------------------------------------------------------------- demands
@@ -213,8 +300,96 @@ class NumaPrefilter:
         self._compiled[shape] = out
         return out
 
+    def _thresholds(self, pod: Pod) -> _Thresholds:
+        """:meth:`_conditions` as arrays: the rows of :attr:`topk` (as ``resource * slots + k
+        - 1``) that some group checks, the amount each group needs there (the largest of its
+        checks on the row; the int64 minimum where it checks nothing), and which groups can
+        pass at all (None: every group). Cached per pod shape."""
+        shape = pod.shape
+        hit = self._thresholds_of.get(shape)
+        if hit is not None:
+            return hit
+        n_groups = len(self._group_list)
+        need: dict[int, list[int]] = {}
+        possible: npt.NDArray[np.bool_] | None = None
+        for g, checks in self._conditions(pod):
+            if checks is None:
+                if possible is None:
+                    possible = np.ones(n_groups, dtype=np.bool_)
+                possible[g] = False
+                continue
+            for col, k, amount in checks:
+                row = need.setdefault(col * self.slots + k - 1, [_NO_NEED] * n_groups)
+                row[g] = max(row[g], amount)
+        rows = sorted(need)
+        out = _Thresholds(
+            tuple(rows),
+            tuple(np.array(need[r], dtype=np.int64) for r in rows),
+            tuple(need[r][0] for r in rows),
+            tuple(tuple(need[r]) for r in rows),
+            possible,
+        )
+        self._thresholds_of[shape] = out
+        return out
+
     def passing(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """For each candidate node index, False if the node certainly rejects ``pod``."""
+        """For each candidate node index, False if the node certainly rejects ``pod`` (the
+        same answer as :meth:`passing_reference`, from the per-shape thresholds)."""
+        if candidates.size == 0:
+            return np.ones(0, dtype=np.bool_)
+        t = self._thresholds(pod)
+        flat = self._topk_flat
+        if len(self._group_list) == 1:
+            if t.possible is not None and not t.possible[0]:
+                return np.zeros(candidates.size, dtype=np.bool_)
+            ok: npt.NDArray[np.bool_] | None = None
+            for row, amount in zip(t.rows, t.single, strict=True):
+                here = flat[row][candidates] >= amount
+                ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        else:
+            groups = self._group_of[candidates]
+            ok = None if t.possible is None else t.possible[groups]
+            for row, amounts in zip(t.rows, t.amounts, strict=True):
+                here = flat[row][candidates] >= amounts[groups]
+                ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        return np.ones(candidates.size, dtype=np.bool_) if ok is None else ok
+
+    def passing_range(self, pod: Pod, a: int, b: int) -> npt.NDArray[np.bool_]:
+        """:meth:`passing` for the nodes ``a .. b-1``: over slices of the runs of one
+        group each (a comparison with one amount per run), no gathers."""
+        t = self._thresholds(pod)
+        if not t.rows and t.possible is None:
+            return np.ones(b - a, dtype=np.bool_)
+        runs = self._runs
+        if runs is None:
+            return self.passing(pod, np.arange(a, b))
+        flat = self._topk_flat
+        out = np.empty(b - a, dtype=np.bool_)
+        for start, end, g in runs:
+            lo, hi = max(a, start), min(b, end)
+            if lo >= hi:
+                continue
+            part = out[lo - a:hi - a]
+            if t.possible is not None and not t.possible[g]:
+                part[:] = False
+                continue
+            first = True
+            for row, amounts in zip(t.rows, t.per_group, strict=True):
+                amount = amounts[g]
+                if amount == _NO_NEED:
+                    continue
+                if first:
+                    np.greater_equal(flat[row, lo:hi], amount, out=part)
+                    first = False
+                else:
+                    part &= flat[row, lo:hi] >= amount
+            if first:
+                part[:] = True
+        return out
+
+    def passing_reference(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """For each candidate node index, False if the node certainly rejects ``pod``: the
+        checks of :meth:`_conditions` applied group by group (the straightforward way)."""
         ok = np.ones(candidates.size, dtype=np.bool_)
         if candidates.size == 0:
             return ok

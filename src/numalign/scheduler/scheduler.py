@@ -102,6 +102,10 @@ class Scheduler:
         self._score_cache: list[dict[Any, tuple[int, int]]] = [{} for _ in cluster.nodes]
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
+        #: pod shape -> the value of :attr:`_bounds` when it is the same on every node
+        self._bound_uniform: dict[Any, float | None] = {}
+        #: an absolute NUMA score (not node-aware) by NUMA count
+        self._score_of_count: dict[int, int] = {}
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
         numa = profile.numa_score
@@ -266,11 +270,13 @@ class Scheduler:
         while scanned < n and found < want:
             a = (start + scanned) % n
             b = min(n, a + window, a + n - scanned)
-            fit = np.flatnonzero(c.fits_range(vec, a, b)) + a
-            fitting += int(fit.size)
-            good = fit
-            if self.prefilter is not None and fit.size:
-                good = fit[self.prefilter.passing(pod, fit)]
+            fits = c.fits_range(vec, a, b)
+            if self.prefilter is None:
+                good = np.flatnonzero(fits) + a
+                fitting += int(good.size)
+            else:
+                fitting += int(np.count_nonzero(fits))
+                good = np.flatnonzero(fits & self.prefilter.passing_range(pod, a, b)) + a
             need = want - found
             if good.size >= need:
                 parts.append(good[:need])
@@ -324,7 +330,10 @@ class Scheduler:
         checks = 0
         reason = "no node passed the NUMA filter"
         bound = self._numa_bounds(pod, shape) if numa is not None else None
-        bound_max = float(bound[idx].max()) if bound is not None else 0.0
+        bound_max = 0.0
+        if bound is not None:
+            uniform = self._bound_uniform.get(shape)
+            bound_max = uniform if uniform is not None else float(bound[idx].max())
         # per candidate: the best weighted NUMA score it can still get, from its free amounts
         # now (exact profile: its prefilter is refreshed on every bind); computed only once a
         # second candidate has to be looked at
@@ -383,8 +392,11 @@ class Scheduler:
         version and pod shape, like the filter)."""
         numa = self.profile.numa_score
         assert numa is not None
-        if not numa.node_aware:
-            return numa.scores((count,), self.cluster.max_numa)[0]
+        if not numa.node_aware:  # a function of the count alone (absolute scores)
+            score = self._score_of_count.get(count)
+            if score is None:
+                score = self._score_of_count[count] = numa.scores((count,), self.cluster.max_numa)[0]
+            return score
         version = int(self.cluster.version[i])
         hit = self._score_cache[i].get(shape)
         if hit is not None and hit[0] == version:
@@ -412,6 +424,9 @@ class Scheduler:
             fewest = self._demand_model.min_numa_nodes(node, pod)
             out[members] = float(numa.bound(fewest, c.max_numa)) * self.profile.numa_weight
         self._bounds[shape] = out
+        # the same bound on every node (one machine, or machines alike): its maximum over
+        # any candidates is that value
+        self._bound_uniform[shape] = float(out[0]) if out.size and bool((out == out[0]).all()) else None
         return out
 
     def schedule(self, pod: Pod) -> Outcome:
