@@ -275,6 +275,8 @@ class HttpLoop:
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         self._stopped.clear()
         self._running.set()
+        if self._closed:
+            self._stop = True
         try:
             next_sweep = time.monotonic() + SWEEP_INTERVAL
             while not self._stop:
@@ -303,13 +305,16 @@ class HttpLoop:
             self._stopped.set()
 
     def shutdown(self) -> None:
-        """Stop :meth:`serve_forever` and wait for it (call from another thread)."""
-        if not self._running.is_set():
-            return
+        """Stop :meth:`serve_forever` and wait for it (call from another thread). Before it
+        started, it makes the next :meth:`serve_forever` return at once."""
         self._stop = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
         self._stopped.wait()
+
+    def wait_serving(self, timeout: float) -> bool:
+        """Wait until :meth:`serve_forever` runs (True) or ``timeout`` passes."""
+        return self._running.wait(timeout)
 
     def server_close(self) -> None:
         if self._closed:

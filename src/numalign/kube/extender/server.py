@@ -393,4 +393,5 @@ def serve_in_thread(core: ExtenderCore, host: str = "127.0.0.1", port: int = 0,
     server = ExtenderServer((host, port), core, **kw)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                      daemon=True).start()
+    server.wait_serving(5.0)
     return server
