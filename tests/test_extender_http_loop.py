@@ -459,3 +459,45 @@ def test_tls_keep_alive_pipelining_and_a_stalled_handshake(core: ExtenderCore,
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ------------------------------------------------------------------- deferred /bind
+
+
+def test_a_slow_api_binding_does_not_stall_the_loop() -> None:
+    bound: list[tuple[str, str, str, str]] = []
+    release = threading.Event()
+
+    def binder(namespace: str, name: str, uid: str, node: str) -> None:
+        release.wait(5)  # the API server takes its time
+        bound.append((namespace, name, uid, node))
+
+    c = ExtenderCore(log=io.StringIO(), binder=binder)
+    fig = read_machine_file(str(EXAMPLES / "fig1.yaml"))
+    c.set_nodes({"a": build_nrt(Node(fig), name="a"), "b": build_nrt(Node(fig), name="b")})
+    server = serve_in_thread(c, timeout=5.0)
+    try:
+        with connect(server) as s, connect(server) as other:
+            buf = bytearray()
+            s.sendall(post("/filter", filter_body("tobind")))
+            assert read_response(s, buf)[0] == 200
+            bind = json.dumps({"PodName": "tobind", "PodNamespace": "ns", "PodUID": "u-tobind",
+                               "Node": "a"}).encode()
+            s.sendall(post("/bind", bind) + get("/healthz"))  # pipelined behind the bind
+            time.sleep(0.1)
+            obuf = bytearray()
+            t0 = time.monotonic()
+            for k in range(10):  # others are served while the binding waits
+                other.sendall(post("/filter", filter_body(f"meanwhile{k}")))
+                assert read_response(other, obuf)[0] == 200
+            assert time.monotonic() - t0 < 2.0 and not bound
+            assert not select.select([s], [], [], 0.1)[0]  # nothing answered on s yet
+            release.set()
+            status, _, body = read_response(s, buf)
+            assert (status, json.loads(body)) == (200, {"Error": ""})
+            assert read_response(s, buf)[2] == b"ok"  # then the pipelined request, in order
+        assert bound == [("ns", "tobind", "u-tobind", "a")]
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()

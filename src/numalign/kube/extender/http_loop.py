@@ -10,6 +10,9 @@ overflow answer (``overflow_response``), at most :data:`MAX_OVERFLOW_CONNECTIONS
 for at most :data:`OVERFLOW_DEADLINE`. TLS handshakes run non-blocking on the same loop.
 
 Handlers run inline: they must be short (the extender's are sub-millisecond with warm caches).
+A handler that may wait (a call to another service) returns a ``Future`` instead, run on a
+bounded pool of the app's: the connection is then not read until the answer is written, and
+the loop serves the others meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -78,9 +82,9 @@ class HttpApp(Protocol):
         """The answer from the request line and headers alone, or ``None`` when the body is
         needed (then :meth:`finish` is called with it)."""
 
-    def finish(self, req: Request, t0: float) -> Response:
+    def finish(self, req: Request, t0: float) -> Response | Future[Response]:
         """The answer to a request whose body has been read (``t0``: ``perf_counter`` when
-        its headers were parsed)."""
+        its headers were parsed), or a ``Future`` of it for work that may wait."""
 
     def answered(self, req: Request, resp: Response, t0: float) -> None:
         """Called after the answer to a request with a body went out (metrics)."""
@@ -195,7 +199,7 @@ def body_length(req: Request, max_body: int) -> int:
     return length
 
 
-_HANDSHAKE, _HEAD, _BODY, _CLOSED = range(4)
+_HANDSHAKE, _HEAD, _BODY, _WAIT, _CLOSED = range(5)
 
 
 class _Conn:
@@ -263,6 +267,9 @@ class HttpLoop:
         self._active = 0  # connections within max_connections
         self._overflowing = 0
         self._ready: list[_Conn] = []  # connections with buffered requests left to answer
+        #: deferred answers finished on other threads, for the loop to write
+        self._finished: list[tuple[_Conn, Request, Future[Response]]] = []
+        self._finished_lock = threading.Lock()
         self._accept_paused_until = 0.0
         self._stop = False
         self._running = threading.Event()
@@ -288,6 +295,7 @@ class HttpLoop:
                     elif data is self._wake_r:
                         with contextlib.suppress(OSError):
                             self._wake_r.recv(4096)
+                        self._write_finished()
                     else:
                         self._on_event(data, mask)
                 if self._ready:
@@ -541,7 +549,7 @@ class HttpLoop:
     def _process(self, conn: _Conn) -> None:
         """Answer the complete requests in the connection's buffer, in order."""
         for _ in range(PIPELINE_BATCH):
-            if conn.state == _CLOSED or conn.out is not None:
+            if conn.state in (_CLOSED, _WAIT) or conn.out is not None:
                 return
             if conn.state == _HEAD:
                 if not self._take_head(conn):
@@ -559,15 +567,56 @@ class HttpLoop:
                 conn.state = _HEAD
                 conn.scan = 0
                 try:
-                    resp = self.app.finish(req, conn.t0)
+                    got = self.app.finish(req, conn.t0)
                 except Exception as e:  # a bug: answer, never stop the loop
-                    resp = self.app.error_response(500, f"internal error: {type(e).__name__}")
-                self._respond(conn, resp, req, close=False)
-                self.app.answered(req, resp, conn.t0)
+                    got = self.app.error_response(500, f"internal error: {type(e).__name__}")
+                if isinstance(got, Future):
+                    self._defer(conn, req, got)
+                    return
+                self._respond(conn, got, req, close=False)
+                self.app.answered(req, got, conn.t0)
             if not conn.inbuf:
                 return
         if conn.inbuf and conn.state != _CLOSED:
             self._ready.append(conn)
+
+    def _defer(self, conn: _Conn, req: Request, fut: Future[Response]) -> None:
+        """Wait for ``fut`` off the loop: the connection is not read (nor timed out) meanwhile."""
+        conn.state = _WAIT
+        conn.deadline = float("inf")
+        conn.events = 0
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self._sel.unregister(conn.sock)
+
+        def done(f: Future[Response]) -> None:
+            with self._finished_lock:
+                self._finished.append((conn, req, f))
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
+
+        fut.add_done_callback(done)
+
+    def _write_finished(self) -> None:
+        with self._finished_lock:
+            finished, self._finished = self._finished, []
+        for conn, req, fut in finished:
+            if conn.state != _WAIT:
+                continue  # closed meanwhile
+            try:
+                resp = fut.result()
+            except Exception as e:
+                resp = self.app.error_response(500, f"internal error: {type(e).__name__}")
+            conn.state = _HEAD
+            try:
+                self._sel.register(conn.sock, selectors.EVENT_READ, conn)
+                conn.events = selectors.EVENT_READ
+            except (OSError, ValueError, KeyError):
+                self._close(conn)
+                continue
+            self._respond(conn, resp, req, close=False)
+            self.app.answered(req, resp, conn.t0)
+            if conn.state != _CLOSED and conn.out is None and conn.inbuf:
+                self._ready.append(conn)
 
     def _take_head(self, conn: _Conn) -> bool:
         """Parse the next request's head if it is complete and act on it; False if more

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from numalign.errors import InputError, NumalignError
@@ -47,6 +48,8 @@ __all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS", "GET_PATHS", "HEALTH_P
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 256
+#: threads for ``/bind`` calls that go to the API server (the only handler that waits)
+BIND_WORKERS = 4
 #: what each path answers to (``Allow`` of a 405)
 POST_VERBS = ("filter", "prioritize", "bind")
 GET_PATHS = ("metrics", "healthz", "readyz", "openapi.json")
@@ -87,6 +90,7 @@ class ExtenderServer(HttpLoop):
         #: (code, verb) -> the labelled metric children, looked up once
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.handler = ExtenderHandler(self)
+        self._bind_pool: ThreadPoolExecutor | None = None
         super().__init__(address, self.handler, timeout=timeout, header_timeout=header_timeout,
                          body_timeout=body_timeout, max_body=max_body,
                          max_connections=max_connections, ssl_context=ssl_context)
@@ -108,6 +112,17 @@ class ExtenderServer(HttpLoop):
         if verb == "readyz" and not self.core.ready.is_set():
             return 503, b"nodes not loaded yet"
         return 200, b"ok"
+
+    def bind_pool(self) -> ThreadPoolExecutor:
+        """The bounded pool where ``/bind`` waits for the API server, off the event loop."""
+        if self._bind_pool is None:
+            self._bind_pool = ThreadPoolExecutor(BIND_WORKERS, thread_name_prefix="numalign-bind")
+        return self._bind_pool
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self._bind_pool is not None:
+            self._bind_pool.shutdown(wait=False, cancel_futures=True)
 
     @property
     def url(self) -> str:
@@ -156,7 +171,14 @@ class ExtenderHandler:
             return _json(404, wire.error_result(f"no such resource {req.path!r}"), close=True)
         return _json(501, wire.error_result(f"unsupported method {method[:50]!r}"), close=True)
 
-    def finish(self, req: Request, t0: float) -> Response:
+    def finish(self, req: Request, t0: float) -> Response | Future[Response]:
+        if _verb(req.path) == "bind" and self.server.core.binder is not None:
+            # binding calls the API server: wait for it on the bind pool, not on the loop
+            return self.server.bind_pool().submit(self.answer, req)
+        return self.answer(req)
+
+    def answer(self, req: Request) -> Response:
+        """The answer to a POST verb with its body."""
         verb = _verb(req.path)
         doc: Any
         try:
