@@ -94,10 +94,11 @@ def template(nodes: int, numa: int = 8, policy: str = "mixed") -> dict[str, Any]
     restricted = {**machine, "name": f"{machine['name']}-restricted",
                   "kubelet": {**machine["kubelet"], "topologyManagerPolicy": "restricted",
                               "topologyManagerScope": "pod"}}
-    return {"nodes": [
+    groups = [
         {"machine": machine, "count": nodes // 2, "namePrefix": "snn"},
         {"machine": restricted, "count": nodes - nodes // 2, "namePrefix": "res"},
-    ]}
+    ]
+    return {"nodes": [g for g in groups if g["count"]]}  # one node: no empty group
 
 
 @dataclass(frozen=True)
