@@ -237,15 +237,22 @@ class _Run:
             self.heatmap = NumaHeatmap.from_zones(cn.name, self.name, numa_amounts(cn.node), time_s=t)
 
     def _fragmentation(self) -> dict[str, float]:
+        """Per resource the cluster has: the share of its free amount that no single NUMA
+        node holds (0.0 while nothing is free: nothing is stranded), so every series has a
+        sample at every sampling time."""
         free_total: dict[str, int] = {}
         usable: dict[str, int] = {}
+        present: set[str] = set()
         for cn in self.cluster.nodes:
             zones = numa_amounts(cn.node)
             for r in ("cpu", GPU):
+                if any(z.allocatable.get(r, 0) for z in zones.values()):
+                    present.add(r)
                 frees = [z.available.get(r, 0) for z in zones.values()]
                 free_total[r] = free_total.get(r, 0) + sum(frees)
                 usable[r] = usable.get(r, 0) + max(frees, default=0)
-        return {("gpu" if r == GPU else r): 1.0 - usable[r] / f for r, f in free_total.items() if f > 0}
+        return {("gpu" if r == GPU else r): (1.0 - usable[r] / free_total[r] if free_total[r] else 0.0)
+                for r in sorted(present)}
 
 
 def check_profiles(names: Sequence[str]) -> list[str]:
