@@ -34,7 +34,7 @@ class Block:
             raise InputError(f"invalid memory block: {e}") from None
 
 
-@dataclass
+@dataclass(slots=True)
 class MemoryTable:
     """One resource on one NUMA node (kubelet ``state.MemoryTable``), bytes."""
 
@@ -69,7 +69,7 @@ class MemoryTable:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeMemoryState:
     """One NUMA node (kubelet ``state.NUMANodeState``)."""
 
