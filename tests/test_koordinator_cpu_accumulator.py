@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from numalign.cpulist import parse_cpulist
-from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
+from koordinator_topology import cpus, topo
 from numalign.resources.cpu_koordinator import (
     BindPolicy,
     CpuAllocError,
@@ -33,26 +32,6 @@ MOST = NumaAllocateStrategy.MOST_ALLOCATED
 LEAST = NumaAllocateStrategy.LEAST_ALLOCATED
 FULL = BindPolicy.FULL_PCPUS
 SPREAD = BindPolicy.SPREAD_BY_PCPUS
-
-
-def topo(sockets: int, nodes_per_socket: int, cores_per_node: int, cpus_per_core: int) -> CpuTopology:
-    """``buildCPUTopologyForTest``: ids in order socket, node, core, thread; NUMA ids are
-    ``socket << 16 | node`` as upstream builds them."""
-    details: dict[int, CpuInfo] = {}
-    node = core = cpu = 0
-    for s in range(sockets):
-        for _ in range(nodes_per_socket):
-            for _ in range(cores_per_node):
-                for _ in range(cpus_per_core):
-                    details[cpu] = CpuInfo(core, s, s << 16 | node, s)
-                    cpu += 1
-                core += 1
-            node += 1
-    return CpuTopology(details)
-
-
-def cpus(text: str) -> frozenset[int]:
-    return frozenset(parse_cpulist(text)) if text else frozenset()
 
 
 def run(shape: tuple[int, int, int, int], allocated: str, n: int, bind: BindPolicy,

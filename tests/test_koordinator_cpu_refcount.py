@@ -13,8 +13,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numalign.cpulist import parse_cpulist
-from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
+from koordinator_topology import cpus
+from koordinator_topology import topo as koordinator_topo
+from numalign.resources.cpu_assignment import CpuTopology
 from numalign.resources.cpu_koordinator import (
     BindPolicy,
     CpuRefCounts,
@@ -33,21 +34,7 @@ NONE = ExclusivePolicy.NONE
 
 def topo(sockets: int, nodes_per_socket: int, cores_per_node: int, cpus_per_core: int) -> CpuTopology:
     """``buildCPUTopologyForTest`` with the tests' core ids ``socket << 16 | core``."""
-    details: dict[int, CpuInfo] = {}
-    node = core = cpu = 0
-    for s in range(sockets):
-        for _ in range(nodes_per_socket):
-            for _ in range(cores_per_node):
-                for _ in range(cpus_per_core):
-                    details[cpu] = CpuInfo(s << 16 | core, s, s << 16 | node, s)
-                    cpu += 1
-                core += 1
-            node += 1
-    return CpuTopology(details)
-
-
-def cpus(text: str) -> frozenset[int]:
-    return frozenset(parse_cpulist(text)) if text else frozenset()
+    return koordinator_topo(sockets, nodes_per_socket, cores_per_node, cpus_per_core, socket_core_ids=True)
 
 
 def _take(t: CpuTopology, state: CpuRefCounts, n: int, bind: BindPolicy) -> frozenset[int]:
