@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from numa2_template import numa2_template
 from numalign.node.admission import Node, PodResult
 from numalign.node.plan_cache import PlanCache
 from numalign.node.state import NodeState
@@ -22,21 +23,7 @@ from numalign.sim.sources import parse_workload_spec
 
 
 def _template_2numa() -> dict[str, Any]:
-    machine = {
-        "name": "numa2",
-        "shape": {"sockets": 2, "numaPerSocket": 1, "coresPerNuma": 4, "threadsPerCore": 2,
-                  "memoryPerNuma": "32Gi", "hugepages1GiPerNuma": "4Gi", "gpusPerNuma": 1},
-        "kubelet": {"topologyManagerPolicy": "best-effort", "cpuManagerPolicy": "static",
-                    "reservedSystemCPUs": "0", "memoryManagerPolicy": "Static",
-                    "systemReserved": {"memory": "1Gi"},
-                    "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]},
-    }
-    return {"nodes": [
-        {"machine": machine, "count": 6, "namePrefix": "be"},
-        {"machine": {**machine, "name": "numa2-snn",
-                     "kubelet": {**machine["kubelet"], "topologyManagerPolicy": "single-numa-node"}},
-         "count": 6, "namePrefix": "snn"},
-    ]}
+    return numa2_template("best-effort", 6, 6, "be")
 
 
 def _run(nodes: Any, workload: Any, profile: str, cached: bool, monkeypatch: pytest.MonkeyPatch) -> SimResult:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from numa2_template import numa2_template
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.scheduler.scheduler import num_feasible_nodes_to_find
 from numalign.sim.cluster import load_cluster
@@ -16,19 +17,7 @@ from numalign.sim.sources import parse_workload_spec
 
 
 def _template(count: int) -> dict[str, Any]:
-    machine = {
-        "name": "numa2",
-        "shape": {"sockets": 2, "numaPerSocket": 1, "coresPerNuma": 4, "threadsPerCore": 2,
-                  "memoryPerNuma": "32Gi", "hugepages1GiPerNuma": "4Gi", "gpusPerNuma": 1},
-        "kubelet": {"topologyManagerPolicy": "restricted", "cpuManagerPolicy": "static",
-                    "reservedSystemCPUs": "0", "memoryManagerPolicy": "Static",
-                    "systemReserved": {"memory": "1Gi"},
-                    "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]},
-    }
-    snn = {**machine, "name": "numa2-snn",
-           "kubelet": {**machine["kubelet"], "topologyManagerPolicy": "single-numa-node"}}
-    return {"nodes": [{"machine": machine, "count": count // 2, "namePrefix": "rst"},
-                      {"machine": snn, "count": count - count // 2, "namePrefix": "snn"}]}
+    return numa2_template("restricted", count // 2, count - count // 2, "rst")
 
 
 def _reference(sched: Scheduler, pod: Any) -> tuple[int | None, int]:
