@@ -47,6 +47,7 @@ from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_koordinator import KoordinatorCpuManager
 from numalign.resources.devices import DeviceManager
 from numalign.resources.devices_koordinator import KoordinatorDeviceManager
+from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 from numalign.resources.memory import MemoryManager
 from numalign.resources.memory_koordinator import KoordinatorNumaResource
 from numalign.scopes import Decision, Merge, Rejected, admit
@@ -168,6 +169,12 @@ class Node:
             self._reserved = CpuManager(self.machine, self.state.cpu).reserved
         return self._reserved
 
+    @property
+    def koordinator_numa(self) -> bool:
+        """Koordinator's own NUMA rules apply: the ``koordinator`` mode without the kubelet's
+        Static memory manager (whose NUMA-group rule and tables then stay in charge)."""
+        return self.mode is Mode.KOORDINATOR and self.machine.kubelet.memory_manager_policy != MEMORY_STATIC
+
     def providers(self, state: NodeState) -> list[Provider]:
         m = self.machine
         cpu = (
@@ -175,7 +182,7 @@ class Node:
                                   policy_of=lambda pod: self.policy_for(pod)[0].policy)
             if self.mode is Mode.KOORDINATOR else CpuManager(m, state.cpu, reserved=self.reserved_cpus)
         )
-        if isinstance(cpu, KoordinatorCpuManager) and m.kubelet.memory_manager_policy != "Static":
+        if isinstance(cpu, KoordinatorCpuManager) and self.koordinator_numa:
             # Koordinator's NodeNUMAResource: CPUs and per-NUMA memory hinted jointly
             # and DeviceShare: device hints joint over the device types, preferred = fewest now
             return [KoordinatorDeviceManager(m, state.devices),
@@ -246,9 +253,9 @@ class Node:
 
         Koordinator's hints carry scores (NodeNUMAResource's NUMA scorer): equally narrow
         preferred masks are chosen by them (:func:`numalign.modes.score_tie_break`)."""
-        mode = self.mode
-        if mode is not Mode.KOORDINATOR or self.machine.kubelet.memory_manager_policy == "Static":
+        if not self.koordinator_numa:
             return None
+        mode = self.mode
         scorers = [p for p in providers if isinstance(p, (KoordinatorNumaResource, KoordinatorDeviceManager))]
 
         def score(mask: int) -> int:

@@ -13,6 +13,7 @@ node passes and how many NUMA nodes the pod would use there (for NUMA-aware scor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from numalign.errors import AdmissionError
@@ -62,26 +63,28 @@ def _numa_count(node: Node, pod: Pod, result: PodResult, planned: NodeState) -> 
     return count
 
 
-def exact_filter(node: Node, pod: Pod) -> FilterResult:
-    try:
-        result, planned = node.plan(pod)
-    except MergeTooLarge as e:  # the merge's step cap: this node is infeasible for this pod
-        return FilterResult(False, reason=f"{e.reason}: {e.message}")
-    if planned is None:
-        return FilterResult(False, reason=f"{result.reason}: {result.message}")
-    return FilterResult(True, _numa_count(node, pod, result, planned), planned=planned, result=result)
+def _numa_count_plain(node: Node, pod: Pod, result: PodResult, planned: NodeState) -> int:
+    del result
+    return len(pod_numa_nodes(node.machine, planned, pod.uid))
 
 
-def exact_filter_reference(node: Node, pod: Pod) -> FilterResult:
-    """:func:`exact_filter` without the NUMA-count memo (what the memo must agree with)."""
+def _exact(node: Node, pod: Pod, numa_count: Callable[[Node, Pod, PodResult, NodeState], int]) -> FilterResult:
     try:
         result, planned = node.plan(pod)
     except MergeTooLarge as e:
         return FilterResult(False, reason=f"{e.reason}: {e.message}")
     if planned is None:
         return FilterResult(False, reason=f"{result.reason}: {result.message}")
-    used = pod_numa_nodes(node.machine, planned, pod.uid)
-    return FilterResult(True, len(used), planned=planned, result=result)
+    return FilterResult(True, numa_count(node, pod, result, planned), planned=planned, result=result)
+
+
+def exact_filter(node: Node, pod: Pod) -> FilterResult:
+    return _exact(node, pod, _numa_count)
+
+
+def exact_filter_reference(node: Node, pod: Pod) -> FilterResult:
+    """:func:`exact_filter` without the NUMA-count memo (what the memo must agree with)."""
+    return _exact(node, pod, _numa_count_plain)
 
 
 # ------------------------------------------------------------------ scheduler-plugins
