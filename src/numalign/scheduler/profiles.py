@@ -49,11 +49,11 @@ from numalign.scheduler.scorers import (
 from numalign.scheduler.volcano_select import Pick, SchedulerView, VolcanoSelect
 
 Filter = Callable[[Node, Pod], FilterResult]
-#: a relative profile's own node choice: ``(scheduler, pod, candidate node indices, their
-#: node scores) -> ((node index, NUMA count, total score) or None, why not, filter
-#: evaluations)`` - the same choice as the scheduler's relative walk over
-#: :attr:`Profile.filter`, computed its own way
-RelativeSelect = Callable[[SchedulerView, Pod, Any, Any], tuple[Pick | None, str | None, int]]
+#: a relative profile's own node choice: ``(scheduler, pod, its node-level request vector) ->
+#: ((node index, NUMA count, total score) or None, why not, filter evaluations)`` - the same
+#: choice as the scheduler's fit, node score and relative walk over :attr:`Profile.filter`,
+#: computed its own way
+RelativeSelect = Callable[[SchedulerView, Pod, Any], tuple[Pick | None, str | None, int]]
 
 
 @dataclass(frozen=True)

@@ -206,6 +206,11 @@ class Scheduler:
         p = self.profile
         numa = p.numa_score
         relative = numa is not None and numa.relative
+        if relative and p.filter is not None and p.relative_select is not None:
+            # the profile's own (same) choice of fit, node score and walk, e.g. vectorised
+            pick, why, checks = p.relative_select(self, pod, vec)
+            at = None if pick is None else Placement(pick[0], c.nodes[pick[0]].name, pick[1], pick[2])
+            return at, why, checks
         idx, fitting = self._sample(pod, vec) if not relative else self._all_feasible(pod, vec)
         if idx.size == 0:
             if not fitting:
@@ -218,10 +223,6 @@ class Scheduler:
             return Placement(int(idx[j]), c.nodes[int(idx[j])].name, 0, float(scores[j])), None, 0
         shape = pod_shape(pod)
         if relative:
-            if p.relative_select is not None:  # the profile's own (same) choice, e.g. vectorised
-                pick, why, checks = p.relative_select(self, pod, idx, scores)
-                at = None if pick is None else Placement(pick[0], c.nodes[pick[0]].name, pick[1], pick[2])
-                return at, why, checks
             return self._select_relative(pod, shape, idx, scores, order)
         found = self._select_best_first(pod, shape, idx, scores, order)
         if found[0] is None and idx.size < len(c.nodes):

@@ -1,32 +1,38 @@
-"""The ``volcano`` profile's node choice, vectorised: the scheduler's relative walk with
-Volcano's predicate answered for every candidate at once.
+"""The ``volcano`` profile's node choice, vectorised: fit, node score and Volcano's predicate
+for every node at once, the same choice as the scheduler's relative walk.
 
 The scheduler's relative walk (:meth:`numalign.scheduler.scheduler.Scheduler._select_relative`)
-asks the NUMA filter about candidates best node score first (ties: lower node index) until
-``nodes_to_score`` passed, then adds the relative NUMA score and keeps the best total (ties: the
-earlier candidate). On 5,000 nodes that is ~900 filter probes per pod in Python.
-:class:`VolcanoSelect` gives the same placement, score, NUMA count and pending reason:
+takes every node that fits (NodeResourcesFit; Volcano does not sample nodes), asks the NUMA
+filter about them best node score first (ties: lower node index) until ``nodes_to_score``
+passed, then adds the relative NUMA score and keeps the best total (ties: the earlier
+candidate). On 5,000 nodes that is ~900 filter probes per pod in Python.
+:class:`VolcanoSelect` gives the same placement, score, NUMA count and pending reason with a
+few passes over per-node arrays:
 
+* fit and the node score (LeastAllocated) are computed over every node's row, element by
+  element as :meth:`~numalign.scheduler.cluster.Cluster.fits` and the profile's node score
+  compute them for the fitting nodes (nodes that do not fit are then left out);
 * the predicate's policy checks (:func:`~numalign.scheduler.filters.volcano_policy_check`)
   depend on the pod and on the node's policy and CPU manager policy only: answered once per
-  such class of nodes;
-* the admission's answer is looked up for every candidate in the predicate's memo
+  such class of nodes (the per-node arrays of one pattern of class answers are kept);
+* the admission's answer is looked up for every node in the predicate's memo
   (:mod:`numalign.scheduler.volcano_fast`) through each node's key, kept per node and
   refreshed when ``cluster.version`` says the node changed; answers the memo lacks are
-  computed with the reference admission only for candidates the walk reaches (ranked no later
-  than the ``nodes_to_score``-th candidate that passed), once per distinct key;
-* the walk's order is never sorted: the ``nodes_to_score``-th passing candidate is found by
+  computed with the reference admission only for fitting nodes the walk reaches (ranked no
+  later than the ``nodes_to_score``-th that passed), once per distinct key;
+* the walk's order is never sorted: the ``nodes_to_score``-th passing node is found by
   partitioning on (score, node index), and ties of the best total go to the higher node
   score, then the lower node index - the earlier candidate of the walk;
 * a node whose CPU state already holds the pod's uid is asked directly (no memo).
 
-``checked`` in the outcome counts the admissions computed (memo misses).
+``checks`` in the outcome counts the admissions computed (memo misses).
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -42,19 +48,30 @@ from numalign.scheduler.filters import (
     volcano_admission,
     volcano_policy_check,
 )
-from numalign.scheduler.scorers import NumaScore, VolcanoNumaAware, volcano_numa_aware_array
+from numalign.scheduler.scorers import NumaScore, VolcanoNumaAware, least_allocated, volcano_numa_aware_array
 from numalign.scheduler.volcano_fast import FAILED, PASSED, UNKNOWN, VolcanoMemo, counts_suffice
 
 I64 = npt.NDArray[np.int64]
-
-#: the walk looks at this many times ``nodes_to_score`` best-scoring candidates first
-HEAD_FACTOR = 3
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
 
 #: the chosen node: (index in the cluster, NUMA count there, total score)
 Pick = tuple[int, int, float]
 
+#: the policy checks' answers of one pod, per class of nodes: None (the admission decides) or
+#: (passed, NUMA count)
+_Pattern = tuple[tuple[bool, int] | None, ...]
+
+INSUFFICIENT = "Insufficient resources (NodeResourcesFit)"
+
 
 class _ProfileView(Protocol):
+    @property
+    def node_score(self) -> Callable[[Cluster, I64, I64], F64]: ...
+
+    @property
+    def node_weight(self) -> int: ...
+
     @property
     def numa_score(self) -> NumaScore | None: ...
 
@@ -75,6 +92,16 @@ class SchedulerView(Protocol):
     def nodes_to_score(self) -> int: ...
 
 
+@dataclass(frozen=True)
+class _Classes:
+    """Per node, what one pattern of policy-check answers says: whether the admission
+    decides (``admit``), else the answer (``verdict``, ``count``)."""
+
+    admit: B
+    verdict: npt.NDArray[np.int8]
+    count: I64
+
+
 @dataclass
 class _View:
     """Per cluster: node classes for the policy checks and each node's memo keys."""
@@ -91,6 +118,8 @@ class _View:
     #: pod uid -> nodes whose CPU state held it when their keys were taken
     holders: dict[str, set[int]]
     row_pods: list[frozenset[str]]
+    rows: I64
+    patterns: dict[_Pattern, _Classes] = field(default_factory=dict)
 
 
 def _new_view(cluster: Cluster, generation: int) -> _View:
@@ -115,7 +144,44 @@ def _new_view(cluster: Cluster, generation: int) -> _View:
         class_nodes,
         {},
         [frozenset()] * n,
+        np.arange(n, dtype=np.int64),
     )
+
+
+def _classes(view: _View, pattern: _Pattern) -> _Classes:
+    got = view.patterns.get(pattern)
+    if got is None:
+        admit = np.array([a is None for a in pattern], dtype=np.bool_)
+        verdict = np.array([UNKNOWN if a is None else PASSED if a[0] else FAILED for a in pattern], dtype=np.int8)
+        count = np.array([0 if a is None else a[1] for a in pattern], dtype=np.int64)
+        cls = view.policy_class
+        got = view.patterns[pattern] = _Classes(admit[cls], verdict[cls], count[cls])
+    return got
+
+
+def fits_all(cluster: Cluster, vec: I64) -> B:
+    """:meth:`Cluster.fits <numalign.scheduler.cluster.Cluster.fits>`, one requested column
+    at a time (the same answer per node)."""
+    free = cluster.free
+    ok: B | None = None
+    for col in np.flatnonzero(vec > 0).tolist():
+        here = free[:, col] >= vec[col]
+        ok = here if ok is None else np.logical_and(ok, here, out=ok)
+    return np.ones(len(cluster.nodes), dtype=np.bool_) if ok is None else ok
+
+
+def least_allocated_all(cluster: Cluster, vec: I64) -> F64:
+    """:func:`~numalign.scheduler.scorers.least_allocated` of every node, the same arithmetic
+    element by element (so the same floats)."""
+    cpu_col, mem_col = cluster.score_cols
+    free = cluster.free
+    cpu = (free[:, cpu_col] - vec[cpu_col]) * cluster.percent_of_allocatable(cpu_col)
+    mem = (free[:, mem_col] - vec[mem_col]) * cluster.percent_of_allocatable(mem_col)
+    np.clip(cpu, 0.0, 100.0, out=cpu)
+    np.clip(mem, 0.0, 100.0, out=mem)
+    cpu += mem
+    cpu *= 0.5
+    return cpu
 
 
 class VolcanoSelect:
@@ -131,10 +197,10 @@ class VolcanoSelect:
             view = self._views[cluster] = _new_view(cluster, self.memo.generation)
         return view
 
-    def _refresh(self, cluster: Cluster, view: _View, nodes: I64) -> None:
+    def _refresh(self, cluster: Cluster, view: _View) -> None:
         """Take the keys of the nodes that changed since they were last looked at."""
         version = cluster.version
-        for i in nodes[version[nodes] != view.seen[nodes]].tolist():
+        for i in np.flatnonzero(version != view.seen).tolist():
             nk = self.memo.node_key(cluster.nodes[i].node)
             view.counts_key[i] = nk.counts if nk.counts >= 0 else nk.exact
             view.exact_key[i] = nk.exact
@@ -151,144 +217,130 @@ class VolcanoSelect:
                 view.row_pods[i] = nk.pods
             view.seen[i] = version[i]
 
-    def __call__(
-        self, sched: SchedulerView, pod: Pod, idx: npt.NDArray[Any], scores: npt.NDArray[Any]
-    ) -> tuple[Pick | None, str | None, int]:
-        self.memo.bound_memory()
-        view = self._view(sched.cluster)
+    def _scores(self, sched: SchedulerView, vec: I64, view: _View) -> F64:
+        """The profile's weighted node score of every node (meaningful where the pod fits)."""
+        p = sched.profile
+        if p.node_score is least_allocated:
+            out = least_allocated_all(sched.cluster, vec)
+        else:
+            out = p.node_score(sched.cluster, view.rows, vec)
+        return out if p.node_weight == 1 else out * p.node_weight
+
+    def __call__(self, sched: SchedulerView, pod: Pod, vec: I64) -> tuple[Pick | None, str | None, int]:
+        """(the chosen node or None, why not, admissions computed) for ``pod`` with node-level
+        request ``vec``."""
+        c = sched.cluster
+        fit = fits_all(c, vec)
+        if not fit.any():
+            return None, INSUFFICIENT, 0
+        memo = self.memo
+        memo.bound_memory()
+        view = self._view(c)
+        scores = self._scores(sched, vec, view)
         # the policy checks, per class of nodes: an answer, or None (the admission decides)
         early = [volcano_policy_check(rep, pod) for rep in view.class_nodes]
-        nodes = np.asarray(idx, dtype=np.int64)
+        every = all(r is None for r in early)
+        classes = None if every else _classes(
+            view, tuple(None if r is None else (r.passed, r.numa_count) for r in early))
+        self._refresh(c, view)
+        shape = memo.shape(pod)
+        table = memo.table(shape)
+        table.ensure(memo.key_count)
+        keys = view.counts_key if counts_suffice(shape) else view.exact_key
+        st = table.verdict[keys]
+        if classes is not None:
+            st = np.where(classes.admit, st, classes.verdict)
+        direct: dict[int, FilterResult] = {}
         checks = 0
-        head = HEAD_FACTOR * sched.nodes_to_score
-        if nodes.size > head:
-            # the best-scoring candidates first: an exact prefix of the walk (every candidate
-            # left out scores lower); enough of them pass for most pods
-            kth = np.partition(scores, nodes.size - head)[nodes.size - head]
-            top = np.flatnonzero(scores >= kth)
-            decided, pick, why, checks = self._choose(sched, view, early, pod, nodes[top], scores[top], complete=False)
-            if decided:
-                return pick, why, checks
-        _, pick, why, more = self._choose(sched, view, early, pod, nodes, scores, complete=True)
-        return pick, why, checks + more
+        held = view.holders.get(pod.uid)
+        if held:
+            for i in sorted(held):
+                if fit[i] and (classes is None or classes.admit[i]):
+                    own = direct[i] = volcano_admission(c.nodes[i].node, pod)
+                    checks += 1
+                    st[i] = PASSED if own.passed else FAILED
+        want = sched.nodes_to_score
+        # answer the fitting nodes the walk reaches: those ranked no later than the want-th
+        # that passed (all of them while fewer pass), computing what the memo lacks
+        while True:
+            ok = np.flatnonzero(fit & (st == PASSED))
+            kth = _kth_ranked(ok, want, scores) if ok.size >= want else None
+            unknown = np.flatnonzero(fit & (st == UNKNOWN))
+            if unknown.size and kth is not None:
+                unknown = unknown[_ranked_up_to(unknown, kth, scores)]
+            if unknown.size == 0:
+                break
+            uk = keys[unknown]
+            _, first = np.unique(uk, return_index=True)
+            for j in unknown[first].tolist():
+                table.put(int(keys[j]), volcano_admission(c.nodes[j].node, pod))
+                checks += 1
+            st[unknown] = table.verdict[uk]
+        if ok.size == 0:
+            # the walk ended on the last fitting node: lowest score, then highest node index
+            f = np.flatnonzero(fit)
+            fs = scores[f]
+            last = int(f[fs == fs.min()].max())
+            if last in direct:
+                why = direct[last].reason
+            elif classes is None or classes.admit[last]:
+                why = table.answers[int(keys[last])].reason
+            else:
+                said = early[int(view.policy_class[last])]
+                assert said is not None
+                why = said.reason
+            return None, why, checks
+        if kth is not None and ok.size > want:
+            ok = ok[_ranked_up_to(ok, kth, scores)]
+        counts = table.numa_count[keys[ok]]
+        if classes is not None:
+            counts = np.where(classes.admit[ok], counts, classes.count[ok])
+        for i, own in direct.items():
+            at = int(np.searchsorted(ok, i))
+            if at < ok.size and int(ok[at]) == i:
+                counts[at] = own.numa_count
+        return self._pick(sched, ok, counts, scores), None, checks
 
-    def _choose(
-        self, sched: SchedulerView, view: _View, early: list[FilterResult | None], pod: Pod,
-        nodes: I64, scores: npt.NDArray[Any], *, complete: bool,
-    ) -> tuple[bool, Pick | None, str | None, int]:
-        """The walk over ``nodes`` (with their node scores): (decided, pick, why not,
-        admissions computed). With ``complete=False`` the candidates are a prefix of the walk
-        and too few of them passed is not decided."""
-        c = sched.cluster
+    @staticmethod
+    def _pick(sched: SchedulerView, ok: I64, counts: I64, scores: F64) -> Pick:
+        """The best total among the passing nodes ``ok`` (ascending node indices) that the
+        walk collected, with their NUMA counts."""
         p = sched.profile
         numa_score = p.numa_score
         assert numa_score is not None
-        memo = self.memo
-        want = sched.nodes_to_score
-        n = nodes.size
-        direct: dict[int, FilterResult] = {}
-        checks = 0
-        shape = memo.shape(pod)
-        table = memo.table(shape)
-        kth: tuple[float, int] | None = None
-        keys = np.full(n, -1, dtype=np.int64)
-        if all(r is None for r in early):  # every node asks the admission (e.g. no task policy)
-            cls = None
-            passed = np.full(n, FAILED, dtype=np.int8)
-            count = np.zeros(n, dtype=np.int64)
-            adm = np.arange(n)
-        else:
-            admit_cls = np.array([r is None for r in early], dtype=np.bool_)
-            early_pass = np.array([r is not None and r.passed for r in early], dtype=np.bool_)
-            early_count = np.array([0 if r is None else r.numa_count for r in early], dtype=np.int64)
-            cls = view.policy_class[nodes]
-            passed = np.where(early_pass[cls], np.int8(PASSED), np.int8(FAILED))
-            count = early_count[cls]
-            adm = np.flatnonzero(admit_cls[cls])
-        if adm.size:
-            an = nodes[adm]
-            self._refresh(c, view, an)
-            keys[adm] = (view.counts_key if counts_suffice(shape) else view.exact_key)[an]
-            held = view.holders.get(pod.uid)
-            if held:
-                mine = np.isin(an, list(held))
-                for j in adm[mine].tolist():
-                    own = direct[j] = volcano_admission(c.nodes[int(nodes[j])].node, pod)
-                    checks += 1
-                    passed[j] = PASSED if own.passed else FAILED
-                    count[j] = own.numa_count
-                adm = adm[~mine]
-            # answer the candidates the walk reaches: those ranked no later than the want-th
-            # that passed (all of them while fewer pass), computing what the memo lacks
-            ak = keys[adm]
-            while True:
-                table.ensure(memo.key_count)
-                passed[adm] = table.verdict[ak]
-                count[adm] = table.numa_count[ak]
-                unknown = adm[passed[adm] == UNKNOWN]
-                ok = np.flatnonzero(passed == PASSED)
-                kth = _kth_ranked(ok, want, scores, nodes) if ok.size >= want else None
-                if unknown.size and kth is not None:
-                    unknown = unknown[_ranked_up_to(unknown, kth, scores, nodes)]
-                if unknown.size == 0:
-                    break
-                _, first = np.unique(keys[unknown], return_index=True)
-                for j in unknown[first].tolist():
-                    table.put(int(keys[j]), volcano_admission(c.nodes[int(nodes[j])].node, pod))
-                    checks += 1
-        else:
-            ok = np.flatnonzero(passed == PASSED)
-            kth = _kth_ranked(ok, want, scores, nodes) if ok.size >= want else None
-        if not complete and ok.size < want:
-            return False, None, None, checks
-        if ok.size == 0:
-            # the walk ended on the last candidate: lowest score, then highest node index
-            low = np.flatnonzero(scores == scores.min())
-            last = int(low[np.argmax(nodes[low])])
-            if last in direct:
-                why = direct[last].reason
-            elif keys[last] >= 0:
-                why = table.answers[int(keys[last])].reason
-            else:
-                assert cls is not None
-                said = early[int(cls[last])]
-                assert said is not None
-                why = said.reason
-            return True, None, why, checks
-        if kth is not None and ok.size > want:
-            ok = ok[_ranked_up_to(ok, kth, scores, nodes)]
-        counts = count[ok]
         w = p.numa_weight
         if isinstance(numa_score, VolcanoNumaAware):
             numa = (w * volcano_numa_aware_array(counts)).astype(np.float64)
         else:
-            ok = ok[np.lexsort((nodes[ok], -scores[ok]))]  # the walk's order, for any relative score
-            counts = count[ok]
-            numa = np.asarray([w * v for v in numa_score.scores(counts.tolist(), c.max_numa)], dtype=np.float64)
-        totals = scores[ok] + numa
+            order = np.lexsort((ok, -scores[ok]))  # the walk's order, for any relative score
+            ok, counts = ok[order], counts[order]
+            numa = np.asarray([w * v for v in numa_score.scores(counts.tolist(), sched.cluster.max_numa)],
+                              dtype=np.float64)
+        s = scores[ok]
+        totals = s + numa
         # the best total; ties go to the earlier candidate (higher node score, then lower index)
         top = np.flatnonzero(totals == totals.max())
-        top = top[scores[ok[top]] == scores[ok[top]].max()]
-        best = int(top[np.argmin(nodes[ok[top]])])
+        top = top[s[top] == s[top].max()]
+        best = int(top[np.argmin(ok[top])])
         j = int(ok[best])
-        return True, (int(nodes[j]), int(counts[best]), float(scores[j]) + float(numa[best])), None, checks
+        return j, int(counts[best]), float(scores[j]) + float(numa[best])
 
 
-def _kth_ranked(ok: I64, k: int, scores: npt.NDArray[Any], nodes: I64) -> tuple[float, int]:
-    """The rank key (node score, node index) of the ``k``-th of positions ``ok`` in the walk's
+def _kth_ranked(ok: I64, k: int, scores: F64) -> tuple[float, int]:
+    """The rank key (node score, node index) of the ``k``-th of nodes ``ok`` in the walk's
     order (score descending, node index ascending)."""
     s = scores[ok]
     kth = np.partition(s, ok.size - k)[ok.size - k]
     above = int(np.count_nonzero(s > kth))
-    tied = nodes[ok[s == kth]]
+    tied = ok[s == kth]
     return float(kth), int(np.partition(tied, k - above - 1)[k - above - 1])
 
 
-def _ranked_up_to(pos: I64, key: tuple[float, int], scores: npt.NDArray[Any], nodes: I64) -> npt.NDArray[np.bool_]:
-    """Which of positions ``pos`` come no later than ``key`` in the walk's order."""
-    s = scores[pos]
-    out: npt.NDArray[np.bool_] = (s > key[0]) | ((s == key[0]) & (nodes[pos] <= key[1]))
+def _ranked_up_to(nodes: I64, key: tuple[float, int], scores: F64) -> B:
+    """Which of ``nodes`` come no later than ``key`` in the walk's order."""
+    s = scores[nodes]
+    out: B = (s > key[0]) | ((s == key[0]) & (nodes <= key[1]))
     return out
 
 
-__all__ = ["Pick", "SchedulerView", "VolcanoSelect"]
+__all__ = ["Pick", "SchedulerView", "VolcanoSelect", "fits_all", "least_allocated_all"]
