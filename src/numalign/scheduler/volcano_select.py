@@ -33,7 +33,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +48,12 @@ from numalign.scheduler.filters import (
     volcano_admission,
     volcano_policy_check,
 )
-from numalign.scheduler.scorers import NumaScore, VolcanoNumaAware, least_allocated, volcano_numa_aware_array
+from numalign.scheduler.scorers import (
+    NumaScore,
+    VolcanoNumaAware,
+    least_allocated,
+    volcano_numa_aware,
+)
 from numalign.scheduler.volcano_fast import FAILED, PASSED, UNKNOWN, VolcanoMemo, counts_suffice
 
 I64 = npt.NDArray[np.int64]
@@ -119,7 +124,12 @@ class _View:
     holders: dict[str, set[int]]
     row_pods: list[frozenset[str]]
     rows: I64
+    #: the nodes' free amounts (``cluster.free`` transposed: a row per resource), kept up to
+    #: date with the keys
+    free_t: I64
     patterns: dict[_Pattern, _Classes] = field(default_factory=dict)
+    #: per-node percent of allocatable of the score's cpu and memory columns
+    percent: F64 | None = None
 
 
 def _new_view(cluster: Cluster, generation: int) -> _View:
@@ -145,6 +155,7 @@ def _new_view(cluster: Cluster, generation: int) -> _View:
         {},
         [frozenset()] * n,
         np.arange(n, dtype=np.int64),
+        cluster.free.T.copy(),
     )
 
 
@@ -159,37 +170,13 @@ def _classes(view: _View, pattern: _Pattern) -> _Classes:
     return got
 
 
-def fits_all(cluster: Cluster, vec: I64) -> B:
-    """:meth:`Cluster.fits <numalign.scheduler.cluster.Cluster.fits>`, one requested column
-    at a time (the same answer per node)."""
-    free = cluster.free
-    ok: B | None = None
-    for col in np.flatnonzero(vec > 0).tolist():
-        here = free[:, col] >= vec[col]
-        ok = here if ok is None else np.logical_and(ok, here, out=ok)
-    return np.ones(len(cluster.nodes), dtype=np.bool_) if ok is None else ok
-
-
-def least_allocated_all(cluster: Cluster, vec: I64) -> F64:
-    """:func:`~numalign.scheduler.scorers.least_allocated` of every node, the same arithmetic
-    element by element (so the same floats)."""
-    cpu_col, mem_col = cluster.score_cols
-    free = cluster.free
-    cpu = (free[:, cpu_col] - vec[cpu_col]) * cluster.percent_of_allocatable(cpu_col)
-    mem = (free[:, mem_col] - vec[mem_col]) * cluster.percent_of_allocatable(mem_col)
-    np.clip(cpu, 0.0, 100.0, out=cpu)
-    np.clip(mem, 0.0, 100.0, out=mem)
-    cpu += mem
-    cpu *= 0.5
-    return cpu
-
-
 class VolcanoSelect:
     """``Profile.relative_select`` of the ``volcano`` profile (see the module docstring)."""
 
     def __init__(self, memo: VolcanoMemo[FilterResult] = VOLCANO_MEMO) -> None:
         self.memo = memo
         self._views: weakref.WeakKeyDictionary[Cluster, _View] = weakref.WeakKeyDictionary()
+        self._lut: dict[tuple[int, int], F64] = {}
 
     def _view(self, cluster: Cluster) -> _View:
         view = self._views.get(cluster)
@@ -198,9 +185,14 @@ class VolcanoSelect:
         return view
 
     def _refresh(self, cluster: Cluster, view: _View) -> None:
-        """Take the keys of the nodes that changed since they were last looked at."""
+        """Take the keys and free amounts of the nodes that changed since they were last
+        looked at."""
         version = cluster.version
-        for i in np.flatnonzero(version != view.seen).tolist():
+        changed = np.flatnonzero(version != view.seen)
+        if changed.size == 0:
+            return
+        view.free_t[:, changed] = cluster.free[changed].T
+        for i in changed.tolist():
             nk = self.memo.node_key(cluster.nodes[i].node)
             view.counts_key[i] = nk.counts if nk.counts >= 0 else nk.exact
             view.exact_key[i] = nk.exact
@@ -215,34 +207,53 @@ class VolcanoSelect:
                 for uid in nk.pods - old:
                     view.holders.setdefault(uid, set()).add(i)
                 view.row_pods[i] = nk.pods
-            view.seen[i] = version[i]
+        view.seen[changed] = version[changed]
+
+    def _fits(self, view: _View, vec: I64) -> B:
+        """:meth:`Cluster.fits <numalign.scheduler.cluster.Cluster.fits>` of every node (the
+        same comparisons, one requested column at a time)."""
+        ok: B | None = None
+        for col in np.flatnonzero(vec).tolist():
+            here = view.free_t[col] >= vec[col]
+            ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        return np.ones(view.seen.size, dtype=np.bool_) if ok is None else ok
 
     def _scores(self, sched: SchedulerView, vec: I64, view: _View) -> F64:
-        """The profile's weighted node score of every node (meaningful where the pod fits)."""
+        """The profile's weighted node score of every node (meaningful where the pod fits):
+        LeastAllocated with :func:`~numalign.scheduler.scorers.least_allocated`'s arithmetic,
+        element by element (so the same floats)."""
         p = sched.profile
+        c = sched.cluster
         if p.node_score is least_allocated:
-            out = least_allocated_all(sched.cluster, vec)
+            cpu_col, mem_col = c.score_cols
+            if view.percent is None:
+                view.percent = np.stack([c.percent_of_allocatable(cpu_col), c.percent_of_allocatable(mem_col)])
+            both = view.free_t[[cpu_col, mem_col]]
+            both -= vec[[cpu_col, mem_col]][:, None]
+            part = both * view.percent
+            np.clip(part, 0.0, 100.0, out=part)
+            out: F64 = part[0] + part[1]
+            out *= 0.5
         else:
-            out = p.node_score(sched.cluster, view.rows, vec)
+            out = p.node_score(c, view.rows, vec)
         return out if p.node_weight == 1 else out * p.node_weight
 
     def __call__(self, sched: SchedulerView, pod: Pod, vec: I64) -> tuple[Pick | None, str | None, int]:
         """(the chosen node or None, why not, admissions computed) for ``pod`` with node-level
         request ``vec``."""
         c = sched.cluster
-        fit = fits_all(c, vec)
-        if not fit.any():
-            return None, INSUFFICIENT, 0
         memo = self.memo
         memo.bound_memory()
         view = self._view(c)
+        self._refresh(c, view)
+        fit = self._fits(view, vec)
+        if not fit.any():
+            return None, INSUFFICIENT, 0
         scores = self._scores(sched, vec, view)
         # the policy checks, per class of nodes: an answer, or None (the admission decides)
         early = [volcano_policy_check(rep, pod) for rep in view.class_nodes]
-        every = all(r is None for r in early)
-        classes = None if every else _classes(
+        classes = None if all(r is None for r in early) else _classes(
             view, tuple(None if r is None else (r.passed, r.numa_count) for r in early))
-        self._refresh(c, view)
         shape = memo.shape(pod)
         table = memo.table(shape)
         table.ensure(memo.key_count)
@@ -259,15 +270,16 @@ class VolcanoSelect:
                     own = direct[i] = volcano_admission(c.nodes[i].node, pod)
                     checks += 1
                     st[i] = PASSED if own.passed else FAILED
+        st[~fit] = FAILED  # only fitting nodes are candidates
         want = sched.nodes_to_score
-        # answer the fitting nodes the walk reaches: those ranked no later than the want-th
-        # that passed (all of them while fewer pass), computing what the memo lacks
+        # answer the candidates the walk reaches: those ranked no later than the want-th that
+        # passed (all of them while fewer pass), computing what the memo lacks
         while True:
-            ok = np.flatnonzero(fit & (st == PASSED))
-            kth = _kth_ranked(ok, want, scores) if ok.size >= want else None
-            unknown = np.flatnonzero(fit & (st == UNKNOWN))
-            if unknown.size and kth is not None:
-                unknown = unknown[_ranked_up_to(unknown, kth, scores)]
+            ok = np.flatnonzero(st == PASSED)
+            cut = _top_ranked(ok, want, scores) if ok.size >= want else None
+            unknown = np.flatnonzero(st == UNKNOWN)
+            if unknown.size and cut is not None:
+                unknown = unknown[_ranked_up_to(unknown, cut[0], scores)]
             if unknown.size == 0:
                 break
             uk = keys[unknown]
@@ -290,8 +302,8 @@ class VolcanoSelect:
                 assert said is not None
                 why = said.reason
             return None, why, checks
-        if kth is not None and ok.size > want:
-            ok = ok[_ranked_up_to(ok, kth, scores)]
+        if cut is not None:
+            ok = ok[cut[1]]
         counts = table.numa_count[keys[ok]]
         if classes is not None:
             counts = np.where(classes.admit[ok], counts, classes.count[ok])
@@ -301,8 +313,7 @@ class VolcanoSelect:
                 counts[at] = own.numa_count
         return self._pick(sched, ok, counts, scores), None, checks
 
-    @staticmethod
-    def _pick(sched: SchedulerView, ok: I64, counts: I64, scores: F64) -> Pick:
+    def _pick(self, sched: SchedulerView, ok: I64, counts: I64, scores: F64) -> Pick:
         """The best total among the passing nodes ``ok`` (ascending node indices) that the
         walk collected, with their NUMA counts."""
         p = sched.profile
@@ -310,7 +321,7 @@ class VolcanoSelect:
         assert numa_score is not None
         w = p.numa_weight
         if isinstance(numa_score, VolcanoNumaAware):
-            numa = (w * volcano_numa_aware_array(counts)).astype(np.float64)
+            numa = self._volcano_scores(int(counts.max()), w)[counts]
         else:
             order = np.lexsort((ok, -scores[ok]))  # the walk's order, for any relative score
             ok, counts = ok[order], counts[order]
@@ -320,20 +331,36 @@ class VolcanoSelect:
         totals = s + numa
         # the best total; ties go to the earlier candidate (higher node score, then lower index)
         top = np.flatnonzero(totals == totals.max())
-        top = top[s[top] == s[top].max()]
-        best = int(top[np.argmin(ok[top])])
+        if top.size > 1:
+            top = top[s[top] == s[top].max()]
+        best = int(top[np.argmin(ok[top])]) if top.size > 1 else int(top[0])
         j = int(ok[best])
         return j, int(counts[best]), float(scores[j]) + float(numa[best])
 
+    def _volcano_scores(self, top: int, weight: int) -> F64:
+        """``weight`` x Volcano's numa-aware score of each count 0..``top`` (the largest count
+        among the candidates), as floats."""
+        got = self._lut.get((top, weight))
+        if got is None:
+            got = np.array([float(weight * v) for v in volcano_numa_aware(list(range(top + 1)))], dtype=np.float64)
+            self._lut[(top, weight)] = got
+        return got
 
-def _kth_ranked(ok: I64, k: int, scores: F64) -> tuple[float, int]:
+
+def _top_ranked(ok: I64, k: int, scores: F64) -> tuple[tuple[float, int], npt.NDArray[np.bool_]]:
     """The rank key (node score, node index) of the ``k``-th of nodes ``ok`` in the walk's
-    order (score descending, node index ascending)."""
+    order (score descending, node index ascending), and which of ``ok`` rank no later."""
     s = scores[ok]
-    kth = np.partition(s, ok.size - k)[ok.size - k]
-    above = int(np.count_nonzero(s > kth))
-    tied = ok[s == kth]
-    return float(kth), int(np.partition(tied, k - above - 1)[k - above - 1])
+    at = ok.size - k
+    kth = np.partition(s, at)[at]
+    ge = s >= kth
+    tied = s == kth
+    tied_nodes = ok[tied]
+    need = k - (int(np.count_nonzero(ge)) - tied_nodes.size)  # how many tied ones rank up to k
+    if tied_nodes.size == need:
+        return (float(kth), int(tied_nodes[-1])), ge
+    last = int(np.partition(tied_nodes, need - 1)[need - 1])
+    return (float(kth), last), (s > kth) | (tied & (ok <= last))
 
 
 def _ranked_up_to(nodes: I64, key: tuple[float, int], scores: F64) -> B:
@@ -343,4 +370,4 @@ def _ranked_up_to(nodes: I64, key: tuple[float, int], scores: F64) -> B:
     return out
 
 
-__all__ = ["Pick", "SchedulerView", "VolcanoSelect", "fits_all", "least_allocated_all"]
+__all__ = ["Pick", "SchedulerView", "VolcanoSelect"]
