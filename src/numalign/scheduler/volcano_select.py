@@ -68,6 +68,8 @@ Pick = tuple[int, int, float]
 _Pattern = tuple[tuple[bool, int] | None, ...]
 
 INSUFFICIENT = "Insufficient resources (NodeResourcesFit)"
+#: integers below this are exact in float64
+_EXACT = 2**53
 
 
 class _ProfileView(Protocol):
@@ -130,6 +132,9 @@ class _View:
     patterns: dict[_Pattern, _Classes] = field(default_factory=dict)
     #: per-node percent of allocatable of the score's cpu and memory columns
     percent: F64 | None = None
+    #: the free cpu and memory (``Cluster.score_cols``) as floats - exact while every amount
+    #: is an integer below 2**53 (else None, and the score is computed in integers first)
+    score_free: F64 | None = None
 
 
 def _new_view(cluster: Cluster, generation: int) -> _View:
@@ -192,6 +197,12 @@ class VolcanoSelect:
         if changed.size == 0:
             return
         view.free_t[:, changed] = cluster.free[changed].T
+        if view.score_free is not None:
+            part = view.free_t[np.asarray(cluster.score_cols)[:, None], changed]
+            if np.abs(part).max() < _EXACT:
+                view.score_free[:, changed] = part
+            else:
+                view.score_free = None
         for i in changed.tolist():
             nk = self.memo.node_key(cluster.nodes[i].node)
             view.counts_key[i] = nk.counts if nk.counts >= 0 else nk.exact
@@ -225,12 +236,18 @@ class VolcanoSelect:
         p = sched.profile
         c = sched.cluster
         if p.node_score is least_allocated:
-            cpu_col, mem_col = c.score_cols
+            cols = list(c.score_cols)
             if view.percent is None:
-                view.percent = np.stack([c.percent_of_allocatable(cpu_col), c.percent_of_allocatable(mem_col)])
-            both = view.free_t[[cpu_col, mem_col]]
-            both -= vec[[cpu_col, mem_col]][:, None]
-            part = both * view.percent
+                view.percent = np.stack([c.percent_of_allocatable(col) for col in cols])
+                if np.abs(view.free_t[cols]).max() < _EXACT:
+                    view.score_free = view.free_t[cols].astype(np.float64)
+            want = vec[cols]
+            if view.score_free is not None and int(np.abs(want).max()) < _EXACT:
+                # (free - request) of integers below 2**53 is exact in floats: the same values
+                part = view.score_free - want.astype(np.float64)[:, None]
+                part *= view.percent
+            else:
+                part = (view.free_t[cols] - want[:, None]) * view.percent
             np.clip(part, 0.0, 100.0, out=part)
             out: F64 = part[0] + part[1]
             out *= 0.5
@@ -276,10 +293,10 @@ class VolcanoSelect:
         # passed (all of them while fewer pass), computing what the memo lacks
         while True:
             ok = np.flatnonzero(st == PASSED)
-            cut = _top_ranked(ok, want, scores) if ok.size >= want else None
+            cut = _Cut(ok, want, scores) if ok.size >= want else None
             unknown = np.flatnonzero(st == UNKNOWN)
             if unknown.size and cut is not None:
-                unknown = unknown[_ranked_up_to(unknown, cut[0], scores)]
+                unknown = unknown[cut.reaches(unknown, scores)]
             if unknown.size == 0:
                 break
             uk = keys[unknown]
@@ -303,7 +320,9 @@ class VolcanoSelect:
                 why = said.reason
             return None, why, checks
         if cut is not None:
-            ok = ok[cut[1]]
+            ok, ok_scores = ok[cut.taken], cut.scores[cut.taken]
+        else:
+            ok_scores = scores[ok]
         counts = table.numa_count[keys[ok]]
         if classes is not None:
             counts = np.where(classes.admit[ok], counts, classes.count[ok])
@@ -311,11 +330,11 @@ class VolcanoSelect:
             at = int(np.searchsorted(ok, i))
             if at < ok.size and int(ok[at]) == i:
                 counts[at] = own.numa_count
-        return self._pick(sched, ok, counts, scores), None, checks
+        return self._pick(sched, ok, counts, ok_scores), None, checks
 
-    def _pick(self, sched: SchedulerView, ok: I64, counts: I64, scores: F64) -> Pick:
+    def _pick(self, sched: SchedulerView, ok: I64, counts: I64, s: F64) -> Pick:
         """The best total among the passing nodes ``ok`` (ascending node indices) that the
-        walk collected, with their NUMA counts."""
+        walk collected, with their NUMA counts and node scores ``s``."""
         p = sched.profile
         numa_score = p.numa_score
         assert numa_score is not None
@@ -323,19 +342,17 @@ class VolcanoSelect:
         if isinstance(numa_score, VolcanoNumaAware):
             numa = self._volcano_scores(int(counts.max()), w)[counts]
         else:
-            order = np.lexsort((ok, -scores[ok]))  # the walk's order, for any relative score
-            ok, counts = ok[order], counts[order]
+            order = np.lexsort((ok, -s))  # the walk's order, for any relative score
+            ok, counts, s = ok[order], counts[order], s[order]
             numa = np.asarray([w * v for v in numa_score.scores(counts.tolist(), sched.cluster.max_numa)],
                               dtype=np.float64)
-        s = scores[ok]
         totals = s + numa
         # the best total; ties go to the earlier candidate (higher node score, then lower index)
         top = np.flatnonzero(totals == totals.max())
         if top.size > 1:
             top = top[s[top] == s[top].max()]
         best = int(top[np.argmin(ok[top])]) if top.size > 1 else int(top[0])
-        j = int(ok[best])
-        return j, int(counts[best]), float(scores[j]) + float(numa[best])
+        return int(ok[best]), int(counts[best]), float(s[best]) + float(numa[best])
 
     def _volcano_scores(self, top: int, weight: int) -> F64:
         """``weight`` x Volcano's numa-aware score of each count 0..``top`` (the largest count
@@ -347,27 +364,41 @@ class VolcanoSelect:
         return got
 
 
-def _top_ranked(ok: I64, k: int, scores: F64) -> tuple[tuple[float, int], npt.NDArray[np.bool_]]:
-    """The rank key (node score, node index) of the ``k``-th of nodes ``ok`` in the walk's
-    order (score descending, node index ascending), and which of ``ok`` rank no later."""
-    s = scores[ok]
-    at = ok.size - k
-    kth = np.partition(s, at)[at]
-    ge = s >= kth
-    tied = s == kth
-    tied_nodes = ok[tied]
-    need = k - (int(np.count_nonzero(ge)) - tied_nodes.size)  # how many tied ones rank up to k
-    if tied_nodes.size == need:
-        return (float(kth), int(tied_nodes[-1])), ge
-    last = int(np.partition(tied_nodes, need - 1)[need - 1])
-    return (float(kth), last), (s > kth) | (tied & (ok <= last))
+class _Cut:
+    """Where the walk stops: the ``k``-th of the passing nodes ``ok`` (ascending) in the
+    walk's order (node score descending, node index ascending)."""
 
+    def __init__(self, ok: I64, k: int, scores: F64) -> None:
+        s = scores[ok]
+        at = ok.size - k
+        kth = np.partition(s, at)[at]
+        taken = s >= kth
+        over = int(np.count_nonzero(taken)) - k
+        #: the k-th node's score, and its index once known (None: the highest index scoring
+        #: ``score`` among ``ok``, found when asked for)
+        self.score = float(kth)
+        self._last: int | None = None
+        if over:  # more than k score at least the k-th score: the ties after the k-th go
+            tied = np.flatnonzero(s == kth)
+            keep = tied.size - over
+            taken[tied[keep:]] = False
+            self._last = int(ok[tied[keep - 1]])
+        self._ok = ok
+        #: scores of ``ok``; which of ``ok`` the walk takes (exactly k)
+        self.scores = s
+        self.taken = taken
 
-def _ranked_up_to(nodes: I64, key: tuple[float, int], scores: F64) -> B:
-    """Which of ``nodes`` come no later than ``key`` in the walk's order."""
-    s = scores[nodes]
-    out: B = (s > key[0]) | ((s == key[0]) & (nodes <= key[1]))
-    return out
+    def last(self) -> int:
+        """The node index of the k-th node."""
+        if self._last is None:
+            self._last = int(self._ok[np.flatnonzero(self.scores == self.score)[-1]])
+        return self._last
+
+    def reaches(self, nodes: I64, scores: F64) -> B:
+        """Which of ``nodes`` come no later than the k-th node in the walk's order."""
+        s = scores[nodes]
+        out: B = (s > self.score) | ((s == self.score) & (nodes <= self.last()))
+        return out
 
 
 __all__ = ["Pick", "SchedulerView", "VolcanoSelect"]
