@@ -1,8 +1,9 @@
 """The ``volcano`` profile's decisions are pinned: on the bench's 500-node, 8-NUMA cell
 (half ``single-numa-node``, half ``restricted`` with pod scope; 1,000 synthetic pods, seed 7)
-every pod's (uid, node, admitted, reason, NUMA count) hashes to the value the walk over the
-reference predicate gives (computed on the code before the fit, node score and walk were vectorised together). A speed-up that moves
-one pod, or changes one reason or NUMA count, fails here."""
+every pod's (uid, node, admitted, reason, NUMA count) hashes to the value computed on the
+code before the fit, node score and walk were vectorised together (whose walk
+``tests/test_volcano_speed.py`` checks against the reference predicate). A speed-up that
+moves one pod, or changes one reason or NUMA count, fails here."""
 
 from __future__ import annotations
 

@@ -70,6 +70,8 @@ _Pattern = tuple[tuple[bool, int] | None, ...]
 INSUFFICIENT = "Insufficient resources (NodeResourcesFit)"
 #: integers below this are exact in float64
 _EXACT = 2**53
+#: changed nodes up to this many are refreshed row by row
+_FEW = 8
 
 
 class _ProfileView(Protocol):
@@ -196,14 +198,26 @@ class VolcanoSelect:
         changed = np.flatnonzero(version != view.seen)
         if changed.size == 0:
             return
-        view.free_t[:, changed] = cluster.free[changed].T
-        if view.score_free is not None:
-            part = view.free_t[np.asarray(cluster.score_cols)[:, None], changed]
-            if np.abs(part).max() < _EXACT:
-                view.score_free[:, changed] = part
-            else:
-                view.score_free = None
-        for i in changed.tolist():
+        if changed.size > _FEW:
+            view.free_t[:, changed] = cluster.free[changed].T
+            if view.score_free is not None:
+                part = view.free_t[np.asarray(cluster.score_cols)[:, None], changed]
+                if np.abs(part).max() < _EXACT:
+                    view.score_free[:, changed] = part
+                else:
+                    view.score_free = None
+        rows = changed.tolist()
+        cols = cluster.score_cols
+        for i in rows:
+            if changed.size <= _FEW:  # a few nodes (a bind): row by row
+                free = cluster.free[i]
+                view.free_t[:, i] = free
+                if view.score_free is not None:
+                    amounts = [int(free[col]) for col in cols]
+                    if max(abs(a) for a in amounts) < _EXACT:
+                        view.score_free[:, i] = amounts
+                    else:
+                        view.score_free = None
             nk = self.memo.node_key(cluster.nodes[i].node)
             view.counts_key[i] = nk.counts if nk.counts >= 0 else nk.exact
             view.exact_key[i] = nk.exact
@@ -218,7 +232,7 @@ class VolcanoSelect:
                 for uid in nk.pods - old:
                     view.holders.setdefault(uid, set()).add(i)
                 view.row_pods[i] = nk.pods
-        view.seen[changed] = version[changed]
+            view.seen[i] = version[i]
 
     def _fits(self, view: _View, vec: I64) -> B:
         """:meth:`Cluster.fits <numalign.scheduler.cluster.Cluster.fits>` of every node (the
