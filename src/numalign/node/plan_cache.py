@@ -15,6 +15,7 @@ not a pure delta of the admitted pod (:meth:`PodDelta.between` says so).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +33,48 @@ class CachedPlan:
     result: Any  # its PodResult (admission imports this module, not the other way round)
     delta: PodDelta | None  # None: rejected
     record: PodRecord | None
+    #: the decision key of the state after admission (None: rejected); a replay leaves a
+    #: state with the same key (the same argument that makes the replay exact)
+    post_key: Hashable | None = None
+
+
+class _Key:
+    """A decision key that hashes once (plan keys are looked up many times)."""
+
+    __slots__ = ("hash", "key")
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        self.hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, _Key) and self.hash == other.hash and self.key == other.key)
+
+
+#: node states -> their decision key, by identity (a weak reference tells a live state from
+#: a dead one whose id was reused); the engine never changes a node's state in place
+#: (admission, release and observed usage make new states), so a state's key never changes.
+#: Cleared beyond :data:`STATE_KEYS_SIZE` entries.
+_STATE_KEYS: dict[int, tuple[weakref.ref[NodeState], _Key]] = {}
+STATE_KEYS_SIZE = 1 << 15
+
+
+def _remember(state: NodeState, key: _Key) -> _Key:
+    if len(_STATE_KEYS) >= STATE_KEYS_SIZE:
+        _STATE_KEYS.clear()
+    _STATE_KEYS[id(state)] = (weakref.ref(state), key)
+    return key
+
+
+def _decision_key(state: NodeState) -> _Key:
+    """:func:`decision_key` of a node state, remembered for the state."""
+    hit = _STATE_KEYS.get(id(state))
+    if hit is not None and hit[0]() is state:
+        return hit[1]
+    return _remember(state, _Key(decision_key(state.cpu, state.memory, state.devices)))
 
 
 def plan_key(machine: Machine, mode: Mode, state: NodeState, pod: Pod) -> Hashable:
@@ -47,7 +90,7 @@ def state_key(machine: Machine, mode: Mode, state: NodeState) -> Hashable:
     node) and the managers' states. Two nodes with equal state keys make the same decision
     for every pod shape once predicate admission passed (the scheduler uses it to know a
     node's answer from another node's, see :class:`numalign.scheduler.scheduler.Scheduler`)."""
-    return (id(machine), mode, decision_key(state.cpu, state.memory, state.devices))
+    return (id(machine), mode, _decision_key(state))
 
 
 class PlanCache:
@@ -89,7 +132,7 @@ class PlanCache:
         record = planned.pods.get(pod.uid)
         if delta is None or record is None or list(planned.pods) != [*pre.pods, pod.uid]:
             return None
-        return CachedPlan(pod, result, delta, record)
+        return CachedPlan(pod, result, delta, record, _decision_key(planned))
 
     @staticmethod
     def replay(entry: CachedPlan, pod: Pod, state: NodeState) -> NodeState | None:
@@ -103,7 +146,10 @@ class PlanCache:
         pods = dict(state.pods)
         pods[pod.uid] = replace(entry.record, uid=pod.uid, key=pod.key,
                                 requests=dict(entry.record.requests))
-        return NodeState(cpu, memory, devices, pods)
+        out = NodeState(cpu, memory, devices, pods)
+        if isinstance(entry.post_key, _Key):
+            _remember(out, entry.post_key)
+        return out
 
 
 __all__ = ["CachedPlan", "PlanCache", "plan_key", "state_key"]

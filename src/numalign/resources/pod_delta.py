@@ -32,41 +32,20 @@ from numalign.resources.memory_state import MemoryState, NodeMemoryState, numa_h
 V = TypeVar("V")
 
 
-#: NUMA node tables a state shares with others (see :meth:`PodDelta.apply`) -> their part of
-#: the decision key, by identity (the table is kept here, so its id is not reused while
-#: remembered); cleared beyond :data:`TABLE_KEYS_SIZE` entries
-_TABLE_KEYS: dict[int, tuple[NodeMemoryState, int, Hashable]] = {}
-TABLE_KEYS_SIZE = 1 << 15
-
-
-def _table_key(n: int, ns: NodeMemoryState) -> Hashable:
-    """One NUMA node's part of :func:`decision_key`; remembered for the shared (never
-    changed) tables a replayed plan hands out."""
-    hit = _TABLE_KEYS.get(id(ns))
-    if hit is not None and hit[0] is ns and hit[1] == n:
-        return hit[2]
-    return _table_key_of(n, ns)
-
-
-def _table_key_of(n: int, ns: NodeMemoryState) -> Hashable:
-    return (
-        n,
-        ns.number_of_assignments,
-        tuple(ns.cells),
-        tuple((r, t.total, t.system_reserved, t.allocatable, t.reserved, t.free) for r, t in ns.memory_map.items()),
-    )
-
-
-def _remember_table_keys(machine_state: dict[int, NodeMemoryState]) -> None:
-    if len(_TABLE_KEYS) + len(machine_state) > TABLE_KEYS_SIZE:
-        _TABLE_KEYS.clear()
-    for n, ns in machine_state.items():
-        _TABLE_KEYS[id(ns)] = (ns, n, _table_key_of(n, ns))
-
-
 def decision_key(cpu: CpuState, memory: MemoryState, devices: DeviceState) -> Hashable:
     """What a new pod's admission reads of the managers' states (see the module doc)."""
-    tables = tuple(_table_key(n, ns) for n, ns in memory.machine_state.items())
+    tables = tuple(
+        (
+            n,
+            ns.number_of_assignments,
+            tuple(ns.cells),
+            tuple(
+                (r, t.total, t.system_reserved, t.allocatable, t.reserved, t.free)
+                for r, t in ns.memory_map.items()
+            ),
+        )
+        for n, ns in memory.machine_state.items()
+    )
     held: tuple[tuple[int, str, int], ...] = ()
     if not memory.machine_state and memory.assignments:  # Koordinator's per-NUMA blocks
         held = tuple(sorted((n, r, v) for n, per in numa_held(memory).items() for r, v in per.items()))
@@ -192,9 +171,8 @@ class PodDelta:
             return None
         ca, cr, ma, mr, da, dr, ce = parts
         assert ca and cr and ma and mr and da and dr and ce
-        machine_state = _machine_state(m1.machine_state)
-        _remember_table_keys(machine_state)
-        return PodDelta(frozenset(c1.default_set), machine_state, ca, cr, ma, mr, da, dr, ce)
+        return PodDelta(frozenset(c1.default_set), _machine_state(m1.machine_state),
+                        ca, cr, ma, mr, da, dr, ce)
 
     def apply(
         self, cpu: CpuState, memory: MemoryState, devices: DeviceState, uid: str
