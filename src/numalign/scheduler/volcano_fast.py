@@ -162,8 +162,10 @@ class VolcanoMemo(Generic[A]):
         m = node.machine
         key = (id(m), node.node_policy, node.options, node.reserved_cpus)
         hit = self._node_config.get(node)
-        if hit is not None and hit[0] == key:
-            return hit[1]
+        if hit is not None:
+            old = hit[0]  # the same objects (the usual case) or equal ones
+            if (old[0] == key[0] and old[1] is key[1] and old[2] is key[2] and old[3] is key[3]) or old == key:
+                return hit[1]
         cfg = self._configs.get(key)
         if cfg is None:
             opts = CpuManager(m, reserved=node.reserved_cpus).options

@@ -255,13 +255,13 @@ class VolcanoSelect:
                 view.percent = np.stack([c.percent_of_allocatable(col) for col in cols])
                 if np.abs(view.free_t[cols]).max() < _EXACT:
                     view.score_free = view.free_t[cols].astype(np.float64)
-            want = vec[cols]
-            if view.score_free is not None and int(np.abs(want).max()) < _EXACT:
+            want = [int(vec[col]) for col in cols]
+            if view.score_free is not None and max(abs(v) for v in want) < _EXACT:
                 # (free - request) of integers below 2**53 is exact in floats: the same values
-                part = view.score_free - want.astype(np.float64)[:, None]
+                part = view.score_free - np.array(want, dtype=np.float64)[:, None]
                 part *= view.percent
             else:
-                part = (view.free_t[cols] - want[:, None]) * view.percent
+                part = (view.free_t[cols] - np.array(want, dtype=np.int64)[:, None]) * view.percent
             np.clip(part, 0.0, 100.0, out=part)
             out: F64 = part[0] + part[1]
             out *= 0.5
@@ -301,7 +301,7 @@ class VolcanoSelect:
                     own = direct[i] = volcano_admission(c.nodes[i].node, pod)
                     checks += 1
                     st[i] = PASSED if own.passed else FAILED
-        st[~fit] = FAILED  # only fitting nodes are candidates
+        st *= fit  # only fitting nodes are candidates: the others FAILED (0)
         want = sched.nodes_to_score
         # answer the candidates the walk reaches: those ranked no later than the want-th that
         # passed (all of them while fewer pass), computing what the memo lacks
