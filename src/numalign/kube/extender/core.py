@@ -26,9 +26,10 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from numalign.errors import InputError, NumalignError
+from numalign.kube.extender.gcfreeze import FreezePolicy
 from numalign.kube.extender.limits import check_nrt
 from numalign.kube.metrics import ExtenderMetrics
 from numalign.kube.topology import engine_from_nrt, fingerprint_of
@@ -57,6 +58,8 @@ REWARM_SHAPES = 16
 MAX_QUEUED_UPDATES = 8
 #: decisions shared between nodes of equal NRT content, (content, shape) -> decision (LRU)
 MAX_SHARED = 65_536
+#: pod shapes with a flat decision table (node name -> verdict; least recently used dropped)
+MAX_TABLES = 32
 
 
 def engine_pod(pod: Pod) -> Pod:
@@ -83,6 +86,15 @@ class Assumed:
 
 #: one cached decision: (passed, NUMA node count, reason)
 Decision = tuple[bool, int, str]
+#: a decision as a filter answer: ``True`` when the node passes, else the reason (never "")
+Verdict = Literal[True] | str
+#: the reason of a failed decision that gave none
+NO_REASON = "TopologyAffinityError"
+
+
+def verdict(d: Decision) -> Verdict:
+    """``d`` as the filter answers it: ``True`` or the reason the node fails."""
+    return True if d[0] else (d[2] or NO_REASON)
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,6 +186,18 @@ class ExtenderCore:
     ``prioritize`` take no lock a writer holds. The decision for a node whose snapshot has
     already seen the pod's shape is one dictionary lookup.
 
+    **Decision tables.** For the :data:`MAX_TABLES` pod shapes filtered most recently, a flat
+    table (node name -> :func:`verdict`) holds the published snapshots' decisions, so
+    ``filter`` answers a node with one lookup in one dict (not node -> snapshot -> its cache,
+    three objects scattered over the heap per node). A table only ever holds the verdict of
+    the snapshot published under that name, for snapshots without assumed pods (their
+    answer also depends on the pod's uid): a writer drops the node from every table in the
+    same :attr:`_tables_lock` hold in which it swaps the snapshot (and enters the shapes
+    its new snapshot was warmed with), and a reader enters a verdict under that lock only
+    if the snapshot it decided on is still the published one. Anything else - unknown
+    nodes, assumed pods, shapes without a table, a node's first decision for a shape -
+    takes the snapshot path above.
+
     An assumption is published before the request that made it returns, so the next filter
     of that node sees the pod's resources gone. Node updates cost one node each: the engine
     is built outside every lock, and the new snapshot pre-evaluates the shapes its
@@ -189,11 +213,16 @@ class ExtenderCore:
         clock: Callable[[], float] = time.monotonic,
         log: Any = sys.stderr,
         builder: Builder | None = None,
+        freeze: FreezePolicy | None = None,
     ) -> None:
         """``builder``: where node updates are built (a
         :class:`~numalign.kube.extender.builder.ProcessBuilder` for a worker process);
-        default in this process, on the updating thread."""
+        default in this process, on the updating thread. ``freeze``: the serving process's
+        garbage-collector policy (:mod:`~numalign.kube.extender.gcfreeze`), told when the
+        initial nodes are in and when each update is published; none by default (it acts on
+        the whole interpreter)."""
         self.builder = builder
+        self.freeze = freeze
         #: engine builds so far (one per changed NRT object)
         self.engines_built = 0
         self.profile = profile or get_profile("numalign")
@@ -224,6 +253,9 @@ class ExtenderCore:
         self._seq: dict[str, int] = {}  # node -> newest update's sequence number
         self._in_flight: dict[str, int] = {}  # node -> updates queued to the builder
         self._queue_slots = threading.BoundedSemaphore(MAX_QUEUED_UPDATES)
+        #: shape id -> node name -> verdict of the published snapshot (see the class notes)
+        self._tables: OrderedDict[int, dict[str, Verdict]] = OrderedDict()
+        self._tables_lock = threading.Lock()  # swaps of self.nodes entries and table entries
 
     @property
     def max_numa(self) -> int:
@@ -244,6 +276,8 @@ class ExtenderCore:
     def mark_ready(self) -> None:
         """The first full list of nodes is in: ``/readyz`` answers 200 from now on."""
         self.ready.set()
+        if self.freeze is not None:
+            self.freeze.settled()
 
     def _count_numa(self, old: NodeEntry | None, new: NodeEntry | None) -> None:
         if old is not None:
@@ -256,7 +290,7 @@ class ExtenderCore:
     def remove_node(self, name: str) -> None:
         with self._write:
             self._seq[name] = self._seq.get(name, 0) + 1  # updates still in flight are void
-            old = self.nodes.pop(name, None)
+            old = self._swap(name, None)
             self._count_numa(old, None)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
@@ -373,7 +407,7 @@ class ExtenderCore:
             with self._write:
                 if self._seq.get(name) != seq:
                     return False
-                old = self.nodes.pop(name, None)
+                old = self._swap(name, None)
                 self.broken[name] = built.error
                 if built.digest:
                     self._broken_digest[name] = built.digest
@@ -389,11 +423,30 @@ class ExtenderCore:
             entry = self._successor(name, built, old, warm)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
-            self.nodes[name] = entry
+            self._swap(name, entry)
             self._count_numa(old, entry)
             self._count_assumed(name)
             self._count_nodes()
+        if self.freeze is not None:
+            self.freeze.published()
         return True
+
+    def _swap(self, name: str, entry: NodeEntry | None) -> NodeEntry | None:
+        """Publish ``entry`` as ``name``'s snapshot (``None``: remove the node), with the
+        decision tables to match; returns the snapshot replaced (under the write lock)."""
+        with self._tables_lock:
+            for table in self._tables.values():
+                table.pop(name, None)
+            if entry is None:
+                return self.nodes.pop(name, None)
+            old = self.nodes.get(name)
+            self.nodes[name] = entry
+            if not entry.assumed:
+                for sid, d in entry.cache.items():
+                    warm = self._tables.get(sid)
+                    if warm is not None:
+                        warm[name] = verdict(d)
+            return old
 
     def _rewarm_pods(self, old: NodeEntry | None) -> list[tuple[int, Pod]]:
         """(shape id, a pod of that shape) for the shapes ``old`` has decided, newest last;
@@ -458,8 +511,8 @@ class ExtenderCore:
 
     def _publish(self, old: NodeEntry, node: Node, assumed: Mapping[str, Assumed]) -> None:
         """Swap in the successor of ``old`` with another engine state (under the write lock)."""
-        self.nodes[old.name] = NodeEntry(old.name, old.digest, old.fingerprint, node,
-                                         old.version + 1, assumed, {}, old.content)
+        self._swap(old.name, NodeEntry(old.name, old.digest, old.fingerprint, node,
+                                       old.version + 1, assumed, {}, old.content))
         self._count_assumed(old.name)
 
     def _drop_assumed(self, entry: NodeEntry, uids: Sequence[str]) -> None:
@@ -533,6 +586,28 @@ class ExtenderCore:
         cache[shape] = d
         return d
 
+    def _table(self, shape: int) -> dict[str, Verdict]:
+        """The decision table of ``shape`` (made now if it has none; the least recently used
+        table beyond :data:`MAX_TABLES` is dropped)."""
+        with self._tables_lock:
+            table = self._tables.get(shape)
+            if table is None:
+                table = self._tables[shape] = {}
+                if len(self._tables) > MAX_TABLES:
+                    self._tables.popitem(last=False)
+            else:
+                self._tables.move_to_end(shape)
+        return table
+
+    def _enter(self, table: dict[str, Verdict], entry: NodeEntry, d: Decision) -> None:
+        """Enter ``entry``'s decision in ``table`` if ``entry`` is still published (and has no
+        assumed pods)."""
+        if entry.assumed:
+            return
+        with self._tables_lock:
+            if self.nodes.get(entry.name) is entry:
+                table[entry.name] = verdict(d)
+
     def _remember(self, pod: Pod) -> None:
         with self._small:
             self._pods[pod.uid] = pod
@@ -552,9 +627,18 @@ class ExtenderCore:
         self._remember(pod)
         uid = pod.uid
         nodes = self.nodes
+        table = self._table(shape)
+        known = table.get
         passed: list[str] = []
         failed: dict[str, str] = {}
         for name in names:
+            v = known(name)
+            if v is True:
+                passed.append(name)
+                continue
+            if v is not None:
+                failed[name] = v
+                continue
             entry = nodes.get(name)
             if entry is None:
                 failed[name] = self.broken.get(name, UNKNOWN_NODE)
@@ -565,10 +649,11 @@ class ExtenderCore:
             d = entry.cache.get(shape)
             if d is None:
                 d = self._miss(entry, pod, shape)
+            self._enter(table, entry, d)
             if d[0]:
                 passed.append(name)
             else:
-                failed[name] = d[2] or "TopologyAffinityError"
+                failed[name] = d[2] or NO_REASON
         if len(passed) == 1:
             # decided on a snapshot; another request may have assumed a pod there since:
             # the admission into the current snapshot is what counts

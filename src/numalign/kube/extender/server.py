@@ -24,6 +24,7 @@ from numalign.errors import InputError, NumalignError
 from numalign.kube.extender import wire
 from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import ExtenderCore
+from numalign.kube.extender.gcfreeze import FreezePolicy
 from numalign.kube.extender.http_loop import (
     MAX_HEADER_LINE,
     MAX_HEADERS,
@@ -370,7 +371,8 @@ def serve(
         chosen = get_profile(profile)
     except InputError as e:
         raise InputError(e.problem, "--profile") from None
-    core = ExtenderCore(chosen, assume_ttl=assume_ttl, binder=binder)
+    # the serving process holds every node's engine: keep the garbage collector off them
+    core = ExtenderCore(chosen, assume_ttl=assume_ttl, binder=binder, freeze=FreezePolicy())
     builder = _process_builder(core)
     server = _listen(host, port, "--port", lambda addr: ExtenderServer(
         addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
