@@ -239,7 +239,7 @@ class Updater:
         self.cpu = 0.0
         self.update_s: list[float] = []
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True, name="updater")
 
     def _applied(self, t: float) -> None:
         """One update published (on the thread that finished it)."""
@@ -278,7 +278,10 @@ class TailProbe:
 
     def __init__(self) -> None:
         self.gc: list[tuple[int, float]] = []  # (generation, seconds)
-        self.handler: list[tuple[float, float]] = []  # (wall, loop-thread CPU) of finish()
+        #: wall and loop-thread CPU seconds of each finish() (floats: the probe must not
+        #: allocate objects the garbage collector tracks, or it would make collections)
+        self.handler_wall: list[float] = []
+        self.handler_cpu: list[float] = []
         self.in_server: list[float] = []
         self._gc_t0 = 0.0
         self.on = False
@@ -300,7 +303,8 @@ class TailProbe:
             w0, c0 = time.perf_counter(), time.thread_time()
             out = finish(req, t0)
             if self.on:
-                self.handler.append((time.perf_counter() - w0, time.thread_time() - c0))
+                self.handler_wall.append(time.perf_counter() - w0)
+                self.handler_cpu.append(time.thread_time() - c0)
             return out
 
         def timed_answered(req: Any, resp: Any, t0: float) -> None:
@@ -319,8 +323,9 @@ class TailProbe:
 
     def take(self) -> dict[str, Any]:
         """This phase's figures (and start the next phase afresh)."""
-        gcs, hs, ins = self.gc, self.handler, self.in_server
-        self.gc, self.handler, self.in_server = [], [], []
+        gcs, ins = self.gc, self.in_server
+        hs = list(zip(self.handler_wall, self.handler_cpu, strict=False))
+        self.gc, self.handler_wall, self.handler_cpu, self.in_server = [], [], [], []
         by_gen = {g: [s for gg, s in gcs if gg == g] for g in (0, 1, 2)}
         waits = sorted(w - c for w, c in hs)
         walls = sorted(w for w, _ in hs)
@@ -333,6 +338,30 @@ class TailProbe:
             "handler_wait_max_ms": waits[-1] * 1e3 if waits else float("nan"),
             "in_server_p99_ms": p99_ms(ins) if ins else float("nan"),
         }
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process by thread name (``/proc/self/task``)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = names.get(int(tid), f"tid-{tid}")
+        name = name.split(" (")[0]
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _print_threads(label: str, before: dict[str, float], after: dict[str, float],
+                   calls: int) -> None:
+    rows = sorted(((after[k] - before.get(k, 0.0), k) for k in after), reverse=True)
+    print(f"    {label} server threads, CPU ms per call: " + ", ".join(
+        f"{k} {cpu / max(1, calls) * 1e3:.3f}" for cpu, k in rows if cpu > 0))
 
 
 def _print_probe(label: str, d: dict[str, Any]) -> None:
@@ -358,6 +387,8 @@ def _summary(lat: list[float], errors: int, seconds: float, cpu_s: float) -> dic
 
 def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
     in_thread = os.environ.get("INFORMER_BUILDER", "process") == "thread"
+    if os.environ.get("INFORMER_SWITCH_INTERVAL"):  # diagnostics: the GIL's switch interval
+        sys.setswitchinterval(float(os.environ["INFORMER_SWITCH_INTERVAL"]))
     builder = None if in_thread else ProcessBuilder()
 
     print(f"informer scale: {nodes} NRT objects; {clients} closed-loop /filter clients "
@@ -415,16 +446,19 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
         time.sleep(max(0.0, start - time.time()))
         rows = []
         probes: list[dict[str, Any]] = []
+        threads_cpu: list[tuple[dict[str, float], dict[str, float]]] = []
         rss_phase = [rss_mb()]
         for i, (_, end) in enumerate(phases):
             if i == 0:
                 updater.thread.start()
                 freezes0 = (freeze.freezes, freeze.seconds)
             probe.on = True
+            th0 = thread_cpu()
             t0, w0 = os.times(), time.perf_counter()
             time.sleep(max(0.0, end - time.time()))
             t1, w1 = os.times(), time.perf_counter()
             probes.append(probe.take())
+            threads_cpu.append((th0, thread_cpu()))
             if i == 0:
                 freezes1 = (freeze.freezes, freeze.seconds)
                 applied_in_phase = updater.applied
@@ -436,9 +470,9 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
         probe.uninstall()
         per_phase = q.get(timeout=120)
         proc.join(60)
-        for (label, (cpu_s, wall)), (lat, errors), pr in zip(
+        for (label, (cpu_s, wall)), (lat, errors), pr, ths in zip(
                 (("updates on", rows[0]), ("updates off", rows[1])), per_phase, probes,
-                strict=True):
+                threads_cpu, strict=True):
             if label == "updates on":
                 cpu_s -= updater.cpu
             s = _summary(lat, errors, wall, cpu_s)
@@ -448,6 +482,7 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
                   f"server CPU {s['server_cpu_ms_per_call']:.3f} ms per call")
             s["probe"] = pr
             _print_probe(label, pr)
+            _print_threads(label, *ths, s["calls"])
         asked = UPDATES_PER_SECOND
         result["updates"] = {
             "asked_per_s": asked, "applied_per_s": applied_in_phase / rows[0][1],

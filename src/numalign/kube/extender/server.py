@@ -416,6 +416,6 @@ def serve_in_thread(core: ExtenderCore, host: str = "127.0.0.1", port: int = 0,
     stop it with ``server.shutdown(); server.server_close()``."""
     server = ExtenderServer((host, port), core, **kw)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
+                     daemon=True, name="numalign-extender-loop").start()
     server.wait_serving(5.0)
     return server
