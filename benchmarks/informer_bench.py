@@ -503,7 +503,7 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
               f"built per update {u['engines_per_update']:.2f}, update p99 "
               f"{u['update_p99_ms']:.2f} ms (event to published), updater thread CPU "
               f"{u['updater_cpu_ms_per_update']:.2f} ms per update (decode, "
-              f"{'build, re-evaluate cached shapes, swap' if in_thread else 'queue; the unpickle and swap run on the pool thread, billed to the calls'})"
+              f"{'build, re-evaluate cached shapes, swap' if in_thread else 'queue; the unpickle and swap run on the server loop thread between requests, billed to the calls'})"
               + ("" if builder is None else f"; builder process CPU "
                  f"{u['builder_cpu_ms_per_update']:.2f} ms per update (checks, engine, shapes)"))
         print(f"  GC policy  : {n_freeze} collect+freeze passes in the updates-on phase, "

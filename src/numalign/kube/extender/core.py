@@ -19,6 +19,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import pickle
 import sys
 import threading
 import time
@@ -119,8 +120,20 @@ class NodeEntry:
     content: str = ""
 
 
-def _digest(obj: Any) -> str:
+def _sha(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def nrt_digests(obj: Any) -> tuple[str, str]:
+    """(digest of the whole object - what "unchanged" compares -, :func:`content_digest`),
+    serializing the content once for both: the whole object's digest is that of its content
+    digest and its metadata. Raises ``TypeError``, ``ValueError`` or ``RecursionError`` when
+    the object cannot be serialized."""
+    if not isinstance(obj, dict):
+        return _sha(obj), ""
+    content = _sha({k: v for k, v in obj.items() if k != "metadata"})
+    meta = json.dumps(obj["metadata"], sort_keys=True, default=str) if "metadata" in obj else ""
+    return hashlib.sha256(f"{content}|{meta}".encode()).hexdigest(), content
 
 
 def _copy(name: str) -> str:
@@ -134,7 +147,7 @@ def content_digest(obj: Any) -> str:
     if not isinstance(obj, dict):
         return ""
     try:
-        return _digest({k: v for k, v in obj.items() if k != "metadata"})
+        return _sha({k: v for k, v in obj.items() if k != "metadata"})
     except (TypeError, ValueError, RecursionError):
         return ""
 
@@ -153,7 +166,7 @@ class Built:
 def build_engine(obj: Any) -> Built:
     try:
         check_nrt(obj)
-        digest = _digest(obj)
+        digest, content = nrt_digests(obj)
     except NumalignError as e:
         return Built("", None, None, f"unusable NodeResourceTopology: {e.message}")
     except (TypeError, ValueError, RecursionError) as e:
@@ -164,8 +177,7 @@ def build_engine(obj: Any) -> Built:
     except Exception as e:  # one bad object must not stop the others
         msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
         return Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
-    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "",
-                 content_digest(obj))
+    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "", content)
 
 
 #: where updates are built: (NRT object, [(shape id, pod)]) -> (the engine or why not, the
@@ -236,6 +248,11 @@ class ExtenderCore:
         the whole interpreter)."""
         self.builder = builder
         self.freeze = freeze
+        #: where built updates are opened and published (see :meth:`update_node_async`):
+        #: an :class:`ExtenderServer` sets its loop's ``call_soon``, so that work runs on the
+        #: loop thread between requests instead of on another thread the loop would wait for
+        #: (the interpreter lock) after each of its system calls
+        self.install_on: Callable[[Callable[[], None]], None] | None = None
         #: engine builds so far (one per changed NRT object)
         self.engines_built = 0
         self.profile = profile or get_profile("numalign")
@@ -336,7 +353,10 @@ class ExtenderCore:
         """:meth:`update_node` without waiting for the build when the builder can queue
         (:meth:`ProcessBuilder.submit`): several updates in flight, each node's applied in
         order (a later update or removal of the node supersedes an earlier one still being
-        built). Otherwise the update is made now and the future is done. At most
+        built). Otherwise the update is made now and the future is done. A built update is
+        opened and published by :attr:`install_on` when set (the HTTP loop's
+        :meth:`~numalign.kube.extender.http_loop.HttpLoop.call_soon`), else on the thread
+        that finished the build. At most
         :data:`MAX_QUEUED_UPDATES` wait for the builder: the next caller waits for a slot (the
         watch stops reading, the API server keeps the events), so a builder that cannot keep
         up shows as a lower update rate, not as a growing backlog."""
@@ -354,9 +374,12 @@ class ExtenderCore:
         with self._write:
             self._in_flight[name] = self._in_flight.get(name, 0) + 1
 
-        def done(f: Future[Any]) -> None:
+        def install(f: Future[Any]) -> None:
             try:
-                built, warm, durations = f.result()
+                res = f.result()
+                if isinstance(res, bytes):  # pickled by the builder's worker: opened here
+                    res = pickle.loads(res)
+                built, warm, durations = res
                 out.set_result(self._finish(name, prep, built, warm, durations, seq))
             except Exception as e:  # reported to whoever waits on the future
                 out.set_exception(e)
@@ -366,6 +389,13 @@ class ExtenderCore:
                     if left:
                         self._in_flight[name] = left
                 self._queue_slots.release()
+
+        def done(f: Future[Any]) -> None:
+            schedule = self.install_on
+            if schedule is None:
+                install(f)
+            else:
+                schedule(lambda: install(f))
 
         try:
             queued = submit(obj, prep.pods)
@@ -392,16 +422,18 @@ class ExtenderCore:
         # the published entry: once nothing is in flight, that entry is the latest)
         in_flight = bool(self._in_flight.get(name))
         old = self.nodes.get(name)
+        digest = ""
         try:
-            digest = _digest(obj) if not in_flight and (old is not None or name in self.broken) \
-                else ""
+            if not in_flight and (old is not None or name in self.broken):
+                digest, content = nrt_digests(obj)
+            else:
+                content = content_digest(obj)
         except (TypeError, ValueError, RecursionError):
-            digest = ""
+            content = content_digest(obj)
         if digest and old is not None and old.digest == digest:
             return True
         if digest and self._broken_digest.get(name) == digest:
             return False
-        content = content_digest(obj)
         pending = _Pending()
         for sid, p in self._rewarm_pods(old):
             d = self._shared.get((content, sid)) if content else None

@@ -95,6 +95,8 @@ class ExtenderServer(HttpLoop):
         super().__init__(address, self.handler, timeout=timeout, header_timeout=header_timeout,
                          body_timeout=body_timeout, max_body=max_body,
                          max_connections=max_connections, ssl_context=ssl_context)
+        if serve_verbs:  # built node updates are installed on this loop's thread
+            core.install_on = self.call_soon
 
     def request_metrics(self, code: str, verb: str) -> tuple[Any, Any]:
         """(requests counter, duration histogram) children for ``code`` and ``verb``."""
@@ -121,6 +123,8 @@ class ExtenderServer(HttpLoop):
         return self._bind_pool
 
     def server_close(self) -> None:
+        if self.core.install_on == self.call_soon:
+            self.core.install_on = None
         super().server_close()
         if self._bind_pool is not None:
             self._bind_pool.shutdown(wait=False, cancel_futures=True)
