@@ -250,20 +250,24 @@ class Updater:
         c0 = time.thread_time()
         period = 1.0 / self.rate
         nxt = time.perf_counter()
+        built0 = self.core.engines_built
+        futures = []
         for name, line in self.events:
             if self.stop.is_set():
                 break
-            before = self.core.engines_built
             t = time.perf_counter()
             event = loads_json(line, "watch event")
             # what the informer does: queued to the builder process, installed when built
             fut = self.core.update_node_async(name, event["object"])
             fut.add_done_callback(lambda f, t=t: self._applied(t))
-            self.built += self.core.engines_built - before
+            futures.append(fut)
             self.submitted += 1
             nxt += period
             self.stop.wait(max(0.0, nxt - time.perf_counter()))
         self.cpu = time.thread_time() - c0
+        for fut in futures:  # (checked and counted where they are prepared: wait for them)
+            fut.result(60)
+        self.built = self.core.engines_built - built0
 
 
 # ---------------------------------------------------------------------- diagnostics

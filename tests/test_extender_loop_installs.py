@@ -80,3 +80,34 @@ def test_built_updates_are_installed_on_the_server_loop() -> None:
             server.shutdown()
             server.server_close()
         builder.close()
+
+
+def test_updates_prepared_on_the_loop_keep_the_node_order() -> None:
+    """With the loop preparing updates, an update handed over before a removal is void, an
+    unchanged object builds nothing, and a later update supersedes an earlier one."""
+    builder = ProcessBuilder()
+    server = None
+    try:
+        builder.start().result(120)
+        core = ExtenderCore(log=io.StringIO(), builder=builder)
+        core.set_nodes({"a": version("a", 3), "b": version("b", 3)})
+        server = serve_in_thread(core)
+        built = core.engines_built
+        assert core.update_node_async("b", version("b", 3)).result(120) is True
+        assert core.engines_built == built  # unchanged: no build
+        gate = threading.Event()
+        server.call_soon(lambda: gate.wait(10))  # the loop is busy until the gate opens
+        pending = core.update_node_async("a", version("a", 1))
+        core.remove_node("a")
+        newer = [core.update_node_async("b", version("b", v)) for v in (1, 2)]
+        gate.set()
+        assert pending.result(120) is False and "a" not in core.nodes
+        assert [f.result(120) for f in newer][-1] is True
+        from numalign.kube.extender.core import content_digest
+
+        assert core.nodes["b"].content == content_digest(version("b", 2))
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        builder.close()

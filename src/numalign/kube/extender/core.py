@@ -356,7 +356,8 @@ class ExtenderCore:
         built). Otherwise the update is made now and the future is done. A built update is
         opened and published by :attr:`install_on` when set (the HTTP loop's
         :meth:`~numalign.kube.extender.http_loop.HttpLoop.call_soon`), else on the thread
-        that finished the build. At most
+        that finished the build; with :attr:`install_on` the checks and the queueing are made
+        there too, and the calling thread only waits for a slot. At most
         :data:`MAX_QUEUED_UPDATES` wait for the builder: the next caller waits for a slot (the
         watch stops reading, the API server keeps the events), so a builder that cannot keep
         up shows as a lower update rate, not as a growing backlog."""
@@ -365,14 +366,59 @@ class ExtenderCore:
         if submit is None:
             out.set_result(self.update_node(name, obj))
             return out
-        prep = self._prepare(name, obj)
-        if isinstance(prep, bool):
-            out.set_result(prep)
+        schedule = self.install_on
+        if schedule is None:
+            prep = self._prepare(name, obj)
+            if isinstance(prep, bool):
+                out.set_result(prep)
+                return out
+            self._queue_slots.acquire()
+            seq = self._bump(name)
+            self._count_in_flight(name, 1)
+            self._submit(name, obj, prep, seq, submit, out)
             return out
+        # the loop thread prepares and queues the update too: this thread (the informer's)
+        # only waits for a slot and takes the update's place in the node's order
         self._queue_slots.acquire()
         seq = self._bump(name)
+        self._count_in_flight(name, 1)
+
+        def start() -> None:
+            try:
+                prep = self._prepare(name, obj, own=1)
+            except BaseException as e:
+                self._release(name)
+                out.set_exception(e)
+                return
+            if isinstance(prep, bool):
+                self._release(name)
+                out.set_result(prep)
+                return
+            try:
+                self._submit(name, obj, prep, seq, submit, out)
+            except Exception as e:  # _submit gave the slot back
+                out.set_exception(e)
+
+        schedule(start)
+        return out
+
+    def _count_in_flight(self, name: str, n: int) -> None:
         with self._write:
-            self._in_flight[name] = self._in_flight.get(name, 0) + 1
+            left = self._in_flight.get(name, 0) + n
+            if left > 0:
+                self._in_flight[name] = left
+            else:
+                self._in_flight.pop(name, None)
+
+    def _release(self, name: str) -> None:
+        """An update of ``name`` is no longer in flight: its queue slot is free."""
+        self._count_in_flight(name, -1)
+        self._queue_slots.release()
+
+    def _submit(self, name: str, obj: Any, prep: _Pending, seq: int, submit: Any,
+                out: Future[bool]) -> None:
+        """Queue the build of a prepared update; its result is installed by :attr:`install_on`
+        (or where the build finished) and ``out`` gets :meth:`_finish`'s answer."""
 
         def install(f: Future[Any]) -> None:
             try:
@@ -384,11 +430,7 @@ class ExtenderCore:
             except Exception as e:  # reported to whoever waits on the future
                 out.set_exception(e)
             finally:
-                with self._write:
-                    left = self._in_flight.pop(name, 1) - 1
-                    if left:
-                        self._in_flight[name] = left
-                self._queue_slots.release()
+                self._release(name)
 
         def done(f: Future[Any]) -> None:
             schedule = self.install_on
@@ -400,12 +442,9 @@ class ExtenderCore:
         try:
             queued = submit(obj, prep.pods)
         except BaseException:
-            with self._write:
-                self._in_flight[name] -= 1
-            self._queue_slots.release()
+            self._release(name)
             raise
         queued.add_done_callback(done)
-        return out
 
     def _bump(self, name: str) -> int:
         """A new update sequence number for ``name`` (only the newest may be installed)."""
@@ -413,14 +452,15 @@ class ExtenderCore:
             seq = self._seq[name] = self._seq.get(name, 0) + 1
         return seq
 
-    def _prepare(self, name: str, obj: Any) -> bool | _Pending:
+    def _prepare(self, name: str, obj: Any, own: int = 0) -> bool | _Pending:
         """``True``/``False`` when ``obj`` needs no build (unchanged, or the same unusable
         object again), else what the build needs: the shapes the current snapshot answered,
         decided on the new engine before it is published - from the decisions shared by nodes
-        of equal content where known, else by the builder."""
+        of equal content where known, else by the builder. ``own``: in-flight updates of
+        ``name`` counted for this one already."""
         # an older update still being built: compare with nothing, supersede it (read before
         # the published entry: once nothing is in flight, that entry is the latest)
-        in_flight = bool(self._in_flight.get(name))
+        in_flight = self._in_flight.get(name, 0) > own
         old = self.nodes.get(name)
         digest = ""
         try:
