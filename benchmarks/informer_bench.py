@@ -37,6 +37,7 @@ CPU per ``/filter`` with one sequential client instead (no queueing, no updates)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import json
@@ -57,6 +58,7 @@ from benchmarks.timing import p99_ms
 from numalign.kube.extender import ExtenderCore, serve_in_thread
 from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import content_digest
+from numalign.kube.extender.gcfreeze import FreezePolicy
 from numalign.kube.topology import build_nrt
 from numalign.machine.spec import load_machine
 from numalign.node.admission import Node
@@ -237,7 +239,7 @@ class Updater:
         self.cpu = 0.0
         self.update_s: list[float] = []
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True, name="updater")
 
     def _applied(self, t: float) -> None:
         """One update published (on the thread that finished it)."""
@@ -248,20 +250,131 @@ class Updater:
         c0 = time.thread_time()
         period = 1.0 / self.rate
         nxt = time.perf_counter()
+        built0 = self.core.engines_built
+        futures = []
         for name, line in self.events:
             if self.stop.is_set():
                 break
-            before = self.core.engines_built
             t = time.perf_counter()
             event = loads_json(line, "watch event")
             # what the informer does: queued to the builder process, installed when built
             fut = self.core.update_node_async(name, event["object"])
             fut.add_done_callback(lambda f, t=t: self._applied(t))
-            self.built += self.core.engines_built - before
+            futures.append(fut)
             self.submitted += 1
             nxt += period
             self.stop.wait(max(0.0, nxt - time.perf_counter()))
         self.cpu = time.thread_time() - c0
+        for fut in futures:  # (checked and counted where they are prepared: wait for them)
+            fut.result(60)
+        self.built = self.core.engines_built - built0
+
+
+# ---------------------------------------------------------------------- diagnostics
+
+
+class TailProbe:
+    """Where the tail comes from, measured in the server process (diagnostics only; the load
+    is unchanged): the cyclic garbage collector's pauses (``gc.callbacks``), and per answered
+    ``/filter`` the handler's wall time against the loop thread's CPU time for it (wall - CPU
+    = time the loop thread was runnable but not running: waiting for the GIL or a core) and
+    the time from its headers being parsed to its answer being sent."""
+
+    def __init__(self) -> None:
+        self.gc: list[tuple[int, float]] = []  # (generation, seconds)
+        #: wall and loop-thread CPU seconds of each finish() (floats: the probe must not
+        #: allocate objects the garbage collector tracks, or it would make collections)
+        self.handler_wall: list[float] = []
+        self.handler_cpu: list[float] = []
+        self.in_server: list[float] = []
+        self._gc_t0 = 0.0
+        self.on = False
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+        elif self.on:
+            self.gc.append((info["generation"], time.perf_counter() - self._gc_t0))
+
+    def install(self, server: Any) -> None:
+        import gc
+
+        gc.callbacks.append(self._gc)
+        handler = server.handler
+        finish, answered = handler.finish, handler.answered
+
+        def timed_finish(req: Any, t0: float) -> Any:
+            w0, c0 = time.perf_counter(), time.thread_time()
+            out = finish(req, t0)
+            if self.on:
+                self.handler_wall.append(time.perf_counter() - w0)
+                self.handler_cpu.append(time.thread_time() - c0)
+            return out
+
+        def timed_answered(req: Any, resp: Any, t0: float) -> None:
+            if self.on:
+                self.in_server.append(time.perf_counter() - t0)
+            answered(req, resp, t0)
+
+        handler.finish = timed_finish
+        handler.answered = timed_answered
+
+    def uninstall(self) -> None:
+        import gc
+
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._gc)
+
+    def take(self) -> dict[str, Any]:
+        """This phase's figures (and start the next phase afresh)."""
+        gcs, ins = self.gc, self.in_server
+        hs = list(zip(self.handler_wall, self.handler_cpu, strict=False))
+        self.gc, self.handler_wall, self.handler_cpu, self.in_server = [], [], [], []
+        by_gen = {g: [s for gg, s in gcs if gg == g] for g in (0, 1, 2)}
+        waits = sorted(w - c for w, c in hs)
+        walls = sorted(w for w, _ in hs)
+        return {
+            "gc": {g: (len(v), sum(v) * 1e3, max(v, default=0.0) * 1e3)
+                   for g, v in by_gen.items()},
+            "handler_p50_ms": walls[len(walls) // 2] * 1e3 if walls else float("nan"),
+            "handler_p99_ms": p99_ms(walls) if walls else float("nan"),
+            "handler_wait_p99_ms": p99_ms(waits) if waits else float("nan"),
+            "handler_wait_max_ms": waits[-1] * 1e3 if waits else float("nan"),
+            "in_server_p99_ms": p99_ms(ins) if ins else float("nan"),
+        }
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process by thread name (``/proc/self/task``)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = names.get(int(tid), f"tid-{tid}")
+        name = name.split(" (")[0]
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _print_threads(label: str, before: dict[str, float], after: dict[str, float],
+                   calls: int) -> None:
+    rows = sorted(((after[k] - before.get(k, 0.0), k) for k in after), reverse=True)
+    print(f"    {label} server threads, CPU ms per call: " + ", ".join(
+        f"{k} {cpu / max(1, calls) * 1e3:.3f}" for cpu, k in rows if cpu > 0))
+
+
+def _print_probe(label: str, d: dict[str, Any]) -> None:
+    gcs = ", ".join(f"gen{g} {n} x (total {t:.1f} ms, max {m:.2f} ms)"
+                    for g, (n, t, m) in d["gc"].items())
+    print(f"    {label} tail probe: GC {gcs}; handler p50 {d['handler_p50_ms']:.3f} / p99 "
+          f"{d['handler_p99_ms']:.3f} ms wall, of which not running p99 "
+          f"{d['handler_wait_p99_ms']:.3f} (max {d['handler_wait_max_ms']:.2f}) ms; headers "
+          f"parsed -> answer sent p99 {d['in_server_p99_ms']:.3f} ms")
 
 
 # ---------------------------------------------------------------------- main
@@ -278,6 +391,8 @@ def _summary(lat: list[float], errors: int, seconds: float, cpu_s: float) -> dic
 
 def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
     in_thread = os.environ.get("INFORMER_BUILDER", "process") == "thread"
+    if os.environ.get("INFORMER_SWITCH_INTERVAL"):  # diagnostics: the GIL's switch interval
+        sys.setswitchinterval(float(os.environ["INFORMER_SWITCH_INTERVAL"]))
     builder = None if in_thread else ProcessBuilder()
 
     print(f"informer scale: {nodes} NRT objects; {clients} closed-loop /filter clients "
@@ -289,7 +404,10 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
     server = None
     try:
         objs = objects(nodes)
-        core = ExtenderCore(log=io.StringIO())  # the initial list: built in this process
+        # the initial list: built in this process; the garbage-collector policy of
+        # `extender serve` (the bench's process is the serving process)
+        freeze = FreezePolicy()
+        core = ExtenderCore(log=io.StringIO(), freeze=freeze)
         rss_start = rss_mb()
         c0 = time.process_time()
         core.set_nodes(objs)
@@ -306,6 +424,9 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
                               **kube_pod(f"warm-{k}", cpu, mem, gpus)})[0]
             core.filter(pod, names)
         result["warm_cpu_s"] = time.process_time() - c0
+        # the warm-up belongs to the start (filled over the first requests in a real
+        # cluster, with freezes in between): its objects are frozen with the initial list's
+        freeze.settled()
         distinct = len({content_digest(o) for o in objs.values()})
         print(f"  {distinct} distinct NRT contents among the {nodes} nodes (nodes of equal "
               "content share decisions)")
@@ -314,6 +435,8 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
               f"RSS {rss_start:.0f} -> {rss_mb():.0f} MiB")
         server = serve_in_thread(core, max_connections=max(64, clients * 2))
         port = server.server_address[1]
+        probe = TailProbe()
+        probe.install(server)
         updater = Updater(core, objs, UPDATES_PER_SECOND)
 
         ctx = multiprocessing.get_context("spawn")
@@ -326,23 +449,34 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
         assert q.get(timeout=120) == "ready"
         time.sleep(max(0.0, start - time.time()))
         rows = []
+        probes: list[dict[str, Any]] = []
+        threads_cpu: list[tuple[dict[str, float], dict[str, float]]] = []
         rss_phase = [rss_mb()]
         for i, (_, end) in enumerate(phases):
             if i == 0:
                 updater.thread.start()
+                freezes0 = (freeze.freezes, freeze.seconds)
+            probe.on = True
+            th0 = thread_cpu()
             t0, w0 = os.times(), time.perf_counter()
             time.sleep(max(0.0, end - time.time()))
             t1, w1 = os.times(), time.perf_counter()
+            probes.append(probe.take())
+            threads_cpu.append((th0, thread_cpu()))
             if i == 0:
+                freezes1 = (freeze.freezes, freeze.seconds)
                 applied_in_phase = updater.applied
                 updater.stop.set()
                 updater.thread.join(30)
             rows.append((t1.user + t1.system - t0.user - t0.system, w1 - w0))
             rss_phase.append(rss_mb())
+        probe.on = False
+        probe.uninstall()
         per_phase = q.get(timeout=120)
         proc.join(60)
-        for (label, (cpu_s, wall)), (lat, errors) in zip(
-                (("updates on", rows[0]), ("updates off", rows[1])), per_phase, strict=True):
+        for (label, (cpu_s, wall)), (lat, errors), pr, ths in zip(
+                (("updates on", rows[0]), ("updates off", rows[1])), per_phase, probes,
+                threads_cpu, strict=True):
             if label == "updates on":
                 cpu_s -= updater.cpu
             s = _summary(lat, errors, wall, cpu_s)
@@ -350,6 +484,9 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
             print(f"  {label:11s}: {s['calls']} calls ({s['per_s']:.0f}/s), p50 "
                   f"{s['p50_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms, errors {s['errors']}; "
                   f"server CPU {s['server_cpu_ms_per_call']:.3f} ms per call")
+            s["probe"] = pr
+            _print_probe(label, pr)
+            _print_threads(label, *ths, s["calls"])
         asked = UPDATES_PER_SECOND
         result["updates"] = {
             "asked_per_s": asked, "applied_per_s": applied_in_phase / rows[0][1],
@@ -358,6 +495,9 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
             "update_p99_ms": p99_ms(updater.update_s) if updater.update_s else float("nan"),
             "updater_cpu_ms_per_update": updater.cpu / max(1, updater.submitted) * 1e3,
         }
+        n_freeze = freezes1[0] - freezes0[0]
+        result["updates"]["gc_freezes"] = n_freeze
+        result["updates"]["gc_freeze_ms_mean"] = (freezes1[1] - freezes0[1]) / max(1, n_freeze) * 1e3
         if builder is not None:
             result["updates"]["builder_cpu_ms_per_update"] = (
                 builder.cpu_seconds / max(1, builder.builds) * 1e3)
@@ -367,9 +507,11 @@ def main(nodes: int = NODES, clients: int = CLIENTS) -> dict[str, Any]:
               f"built per update {u['engines_per_update']:.2f}, update p99 "
               f"{u['update_p99_ms']:.2f} ms (event to published), updater thread CPU "
               f"{u['updater_cpu_ms_per_update']:.2f} ms per update (decode, "
-              f"{'build, re-evaluate cached shapes, swap' if in_thread else 'queue; the unpickle and swap run on the pool thread, billed to the calls'})"
+              f"{'build, re-evaluate cached shapes, swap' if in_thread else 'queue; the unpickle and swap run on the server loop thread between requests, billed to the calls'})"
               + ("" if builder is None else f"; builder process CPU "
                  f"{u['builder_cpu_ms_per_update']:.2f} ms per update (checks, engine, shapes)"))
+        print(f"  GC policy  : {n_freeze} collect+freeze passes in the updates-on phase, "
+              f"{u['gc_freeze_ms_mean']:.3f} ms each on average (wall, GIL held)")
         result["rss_phases_mb"] = [round(r, 1) for r in rss_phase]
         print(f"  RSS before/after each phase: {result['rss_phases_mb']} MiB; load average "
               f"{os.getloadavg()[0]:.1f} at the end")

@@ -19,6 +19,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import pickle
 import sys
 import threading
 import time
@@ -26,9 +27,10 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from numalign.errors import InputError, NumalignError
+from numalign.kube.extender.gcfreeze import FreezePolicy
 from numalign.kube.extender.limits import check_nrt
 from numalign.kube.metrics import ExtenderMetrics
 from numalign.kube.topology import engine_from_nrt, fingerprint_of
@@ -57,6 +59,10 @@ REWARM_SHAPES = 16
 MAX_QUEUED_UPDATES = 8
 #: decisions shared between nodes of equal NRT content, (content, shape) -> decision (LRU)
 MAX_SHARED = 65_536
+#: pod shapes with a flat decision table (node name -> verdict; least recently used dropped)
+MAX_TABLES = 32
+#: distinct failure reasons kept as one shared object each
+MAX_REASONS = 1024
 
 
 def engine_pod(pod: Pod) -> Pod:
@@ -83,6 +89,15 @@ class Assumed:
 
 #: one cached decision: (passed, NUMA node count, reason)
 Decision = tuple[bool, int, str]
+#: a decision as a filter answer: ``True`` when the node passes, else the reason (never "")
+Verdict = Literal[True] | str
+#: the reason of a failed decision that gave none
+NO_REASON = "TopologyAffinityError"
+
+
+def verdict(d: Decision) -> Verdict:
+    """``d`` as the filter answers it: ``True`` or the reason the node fails."""
+    return True if d[0] else (d[2] or NO_REASON)
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,8 +120,25 @@ class NodeEntry:
     content: str = ""
 
 
-def _digest(obj: Any) -> str:
+def _sha(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def nrt_digests(obj: Any) -> tuple[str, str]:
+    """(digest of the whole object - what "unchanged" compares -, :func:`content_digest`),
+    serializing the content once for both: the whole object's digest is that of its content
+    digest and its metadata. Raises ``TypeError``, ``ValueError`` or ``RecursionError`` when
+    the object cannot be serialized."""
+    if not isinstance(obj, dict):
+        return _sha(obj), ""
+    content = _sha({k: v for k, v in obj.items() if k != "metadata"})
+    meta = json.dumps(obj["metadata"], sort_keys=True, default=str) if "metadata" in obj else ""
+    return hashlib.sha256(f"{content}|{meta}".encode()).hexdigest(), content
+
+
+def _copy(name: str) -> str:
+    """A new string object equal to ``name`` (allocated now, next to the others made with it)."""
+    return (name + ".")[:-1]
 
 
 def content_digest(obj: Any) -> str:
@@ -115,7 +147,7 @@ def content_digest(obj: Any) -> str:
     if not isinstance(obj, dict):
         return ""
     try:
-        return _digest({k: v for k, v in obj.items() if k != "metadata"})
+        return _sha({k: v for k, v in obj.items() if k != "metadata"})
     except (TypeError, ValueError, RecursionError):
         return ""
 
@@ -134,7 +166,7 @@ class Built:
 def build_engine(obj: Any) -> Built:
     try:
         check_nrt(obj)
-        digest = _digest(obj)
+        digest, content = nrt_digests(obj)
     except NumalignError as e:
         return Built("", None, None, f"unusable NodeResourceTopology: {e.message}")
     except (TypeError, ValueError, RecursionError) as e:
@@ -145,8 +177,7 @@ def build_engine(obj: Any) -> Built:
     except Exception as e:  # one bad object must not stop the others
         msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
         return Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
-    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "",
-                 content_digest(obj))
+    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "", content)
 
 
 #: where updates are built: (NRT object, [(shape id, pod)]) -> (the engine or why not, the
@@ -174,6 +205,24 @@ class ExtenderCore:
     ``prioritize`` take no lock a writer holds. The decision for a node whose snapshot has
     already seen the pod's shape is one dictionary lookup.
 
+    **Decision tables.** For the :data:`MAX_TABLES` pod shapes filtered most recently, a flat
+    table (node name -> :func:`verdict`) holds the published snapshots' decisions, so
+    ``filter`` answers a node with one lookup in one dict (not node -> snapshot -> its cache,
+    three objects scattered over the heap per node). A table only ever holds the verdict of
+    the snapshot published under that name, for snapshots without assumed pods (their
+    answer also depends on the pod's uid): a writer drops the node from every table in the
+    same :attr:`_tables_lock` hold in which it swaps the snapshot (and enters the shapes
+    its new snapshot was warmed with), and a reader enters a verdict under that lock only
+    if the snapshot it decided on is still the published one. Anything else - unknown
+    nodes, assumed pods, shapes without a table, a node's first decision for a shape -
+    takes the snapshot path above.
+
+    The tables' keys are copies of the node names made in one burst once the initial list is
+    in (:meth:`mark_ready`), so they lie together in memory: a request's lookups compare
+    its names with keys in a few hundred KiB rather than with the names the initial list
+    left scattered over the whole heap among the engines (a cache and TLB miss per name:
+    the single largest cost of a ``/filter`` before).
+
     An assumption is published before the request that made it returns, so the next filter
     of that node sees the pod's resources gone. Node updates cost one node each: the engine
     is built outside every lock, and the new snapshot pre-evaluates the shapes its
@@ -189,11 +238,21 @@ class ExtenderCore:
         clock: Callable[[], float] = time.monotonic,
         log: Any = sys.stderr,
         builder: Builder | None = None,
+        freeze: FreezePolicy | None = None,
     ) -> None:
         """``builder``: where node updates are built (a
         :class:`~numalign.kube.extender.builder.ProcessBuilder` for a worker process);
-        default in this process, on the updating thread."""
+        default in this process, on the updating thread. ``freeze``: the serving process's
+        garbage-collector policy (:mod:`~numalign.kube.extender.gcfreeze`), told when the
+        initial nodes are in and when each update is published; none by default (it acts on
+        the whole interpreter)."""
         self.builder = builder
+        self.freeze = freeze
+        #: where built updates are opened and published (see :meth:`update_node_async`):
+        #: an :class:`ExtenderServer` sets its loop's ``call_soon``, so that work runs on the
+        #: loop thread between requests instead of on another thread the loop would wait for
+        #: (the interpreter lock) after each of its system calls
+        self.install_on: Callable[[Callable[[], None]], None] | None = None
         #: engine builds so far (one per changed NRT object)
         self.engines_built = 0
         self.profile = profile or get_profile("numalign")
@@ -224,6 +283,14 @@ class ExtenderCore:
         self._seq: dict[str, int] = {}  # node -> newest update's sequence number
         self._in_flight: dict[str, int] = {}  # node -> updates queued to the builder
         self._queue_slots = threading.BoundedSemaphore(MAX_QUEUED_UPDATES)
+        #: shape id -> node name -> verdict of the published snapshot (see the class notes)
+        self._tables: OrderedDict[int, dict[str, Verdict]] = OrderedDict()
+        self._tables_lock = threading.Lock()  # swaps of self.nodes entries and table entries
+        #: node name -> the tables' key for it (see the class notes); under _tables_lock
+        self._keys: dict[str, str] = {}
+        self._scattered_keys = 0  # keys made one at a time since the last compaction
+        #: canonical failure reasons (one object per distinct reason, bounded)
+        self._reasons: dict[str, str] = {}
 
     @property
     def max_numa(self) -> int:
@@ -244,6 +311,9 @@ class ExtenderCore:
     def mark_ready(self) -> None:
         """The first full list of nodes is in: ``/readyz`` answers 200 from now on."""
         self.ready.set()
+        self._compact_keys()
+        if self.freeze is not None:
+            self.freeze.settled()
 
     def _count_numa(self, old: NodeEntry | None, new: NodeEntry | None) -> None:
         if old is not None:
@@ -256,7 +326,7 @@ class ExtenderCore:
     def remove_node(self, name: str) -> None:
         with self._write:
             self._seq[name] = self._seq.get(name, 0) + 1  # updates still in flight are void
-            old = self.nodes.pop(name, None)
+            old = self._swap(name, None)
             self._count_numa(old, None)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
@@ -283,7 +353,11 @@ class ExtenderCore:
         """:meth:`update_node` without waiting for the build when the builder can queue
         (:meth:`ProcessBuilder.submit`): several updates in flight, each node's applied in
         order (a later update or removal of the node supersedes an earlier one still being
-        built). Otherwise the update is made now and the future is done. At most
+        built). Otherwise the update is made now and the future is done. A built update is
+        opened and published by :attr:`install_on` when set (the HTTP loop's
+        :meth:`~numalign.kube.extender.http_loop.HttpLoop.call_soon`), else on the thread
+        that finished the build; with :attr:`install_on` the checks and the queueing are made
+        there too, and the calling thread only waits for a slot. At most
         :data:`MAX_QUEUED_UPDATES` wait for the builder: the next caller waits for a slot (the
         watch stops reading, the API server keeps the events), so a builder that cannot keep
         up shows as a lower update rate, not as a growing backlog."""
@@ -292,37 +366,85 @@ class ExtenderCore:
         if submit is None:
             out.set_result(self.update_node(name, obj))
             return out
-        prep = self._prepare(name, obj)
-        if isinstance(prep, bool):
-            out.set_result(prep)
+        schedule = self.install_on
+        if schedule is None:
+            prep = self._prepare(name, obj)
+            if isinstance(prep, bool):
+                out.set_result(prep)
+                return out
+            self._queue_slots.acquire()
+            seq = self._bump(name)
+            self._count_in_flight(name, 1)
+            self._submit(name, obj, prep, seq, submit, out)
             return out
+        # the loop thread prepares and queues the update too: this thread (the informer's)
+        # only waits for a slot and takes the update's place in the node's order
         self._queue_slots.acquire()
         seq = self._bump(name)
-        with self._write:
-            self._in_flight[name] = self._in_flight.get(name, 0) + 1
+        self._count_in_flight(name, 1)
 
-        def done(f: Future[Any]) -> None:
+        def start() -> None:
             try:
-                built, warm, durations = f.result()
+                prep = self._prepare(name, obj, own=1)
+            except BaseException as e:
+                self._release(name)
+                out.set_exception(e)
+                return
+            if isinstance(prep, bool):
+                self._release(name)
+                out.set_result(prep)
+                return
+            try:
+                self._submit(name, obj, prep, seq, submit, out)
+            except Exception as e:  # _submit gave the slot back
+                out.set_exception(e)
+
+        schedule(start)
+        return out
+
+    def _count_in_flight(self, name: str, n: int) -> None:
+        with self._write:
+            left = self._in_flight.get(name, 0) + n
+            if left > 0:
+                self._in_flight[name] = left
+            else:
+                self._in_flight.pop(name, None)
+
+    def _release(self, name: str) -> None:
+        """An update of ``name`` is no longer in flight: its queue slot is free."""
+        self._count_in_flight(name, -1)
+        self._queue_slots.release()
+
+    def _submit(self, name: str, obj: Any, prep: _Pending, seq: int, submit: Any,
+                out: Future[bool]) -> None:
+        """Queue the build of a prepared update; its result is installed by :attr:`install_on`
+        (or where the build finished) and ``out`` gets :meth:`_finish`'s answer."""
+
+        def install(f: Future[Any]) -> None:
+            try:
+                res = f.result()
+                if isinstance(res, bytes):  # pickled by the builder's worker: opened here
+                    res = pickle.loads(res)
+                built, warm, durations = res
                 out.set_result(self._finish(name, prep, built, warm, durations, seq))
             except Exception as e:  # reported to whoever waits on the future
                 out.set_exception(e)
             finally:
-                with self._write:
-                    left = self._in_flight.pop(name, 1) - 1
-                    if left:
-                        self._in_flight[name] = left
-                self._queue_slots.release()
+                self._release(name)
+
+        def done(f: Future[Any]) -> None:
+            schedule = self.install_on
+            if schedule is None:
+                install(f)
+            else:
+                schedule(lambda: install(f))
 
         try:
             queued = submit(obj, prep.pods)
         except BaseException:
-            with self._write:
-                self._in_flight[name] -= 1
-            self._queue_slots.release()
+            self._release(name)
             raise
         queued.add_done_callback(done)
-        return out
 
     def _bump(self, name: str) -> int:
         """A new update sequence number for ``name`` (only the newest may be installed)."""
@@ -330,25 +452,28 @@ class ExtenderCore:
             seq = self._seq[name] = self._seq.get(name, 0) + 1
         return seq
 
-    def _prepare(self, name: str, obj: Any) -> bool | _Pending:
+    def _prepare(self, name: str, obj: Any, own: int = 0) -> bool | _Pending:
         """``True``/``False`` when ``obj`` needs no build (unchanged, or the same unusable
         object again), else what the build needs: the shapes the current snapshot answered,
         decided on the new engine before it is published - from the decisions shared by nodes
-        of equal content where known, else by the builder."""
+        of equal content where known, else by the builder. ``own``: in-flight updates of
+        ``name`` counted for this one already."""
         # an older update still being built: compare with nothing, supersede it (read before
         # the published entry: once nothing is in flight, that entry is the latest)
-        in_flight = bool(self._in_flight.get(name))
+        in_flight = self._in_flight.get(name, 0) > own
         old = self.nodes.get(name)
+        digest = ""
         try:
-            digest = _digest(obj) if not in_flight and (old is not None or name in self.broken) \
-                else ""
+            if not in_flight and (old is not None or name in self.broken):
+                digest, content = nrt_digests(obj)
+            else:
+                content = content_digest(obj)
         except (TypeError, ValueError, RecursionError):
-            digest = ""
+            content = content_digest(obj)
         if digest and old is not None and old.digest == digest:
             return True
         if digest and self._broken_digest.get(name) == digest:
             return False
-        content = content_digest(obj)
         pending = _Pending()
         for sid, p in self._rewarm_pods(old):
             d = self._shared.get((content, sid)) if content else None
@@ -373,7 +498,7 @@ class ExtenderCore:
             with self._write:
                 if self._seq.get(name) != seq:
                     return False
-                old = self.nodes.pop(name, None)
+                old = self._swap(name, None)
                 self.broken[name] = built.error
                 if built.digest:
                     self._broken_digest[name] = built.digest
@@ -389,11 +514,66 @@ class ExtenderCore:
             entry = self._successor(name, built, old, warm)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
-            self.nodes[name] = entry
+            self._swap(name, entry)
             self._count_numa(old, entry)
             self._count_assumed(name)
             self._count_nodes()
+        if self.freeze is not None:
+            self.freeze.published()
         return True
+
+    def _swap(self, name: str, entry: NodeEntry | None) -> NodeEntry | None:
+        """Publish ``entry`` as ``name``'s snapshot (``None``: remove the node), with the
+        decision tables to match; returns the snapshot replaced (under the write lock)."""
+        with self._tables_lock:
+            for table in self._tables.values():
+                table.pop(name, None)
+            if entry is None:
+                self._keys.pop(name, None)
+                return self.nodes.pop(name, None)
+            old = self.nodes.get(name)
+            self.nodes[name] = entry
+            if not entry.assumed and entry.cache:
+                key = self._key(name)
+                for sid, d in entry.cache.items():
+                    warm = self._tables.get(sid)
+                    if warm is not None:
+                        warm[key] = self._verdict(d)
+            return old
+
+    def _key(self, name: str) -> str:
+        """The tables' key for ``name`` (under :attr:`_tables_lock`)."""
+        key = self._keys.get(name)
+        if key is None:
+            key = self._keys[name] = _copy(name)
+            self._scattered_keys += 1
+        return key
+
+    def _verdict(self, d: Decision) -> Verdict:
+        """:func:`verdict` with one object per distinct reason (the tables of thousands of
+        nodes share a handful of reasons)."""
+        v = verdict(d)
+        if v is True:
+            return v
+        same = self._reasons.get(v)
+        if same is not None:
+            return same
+        if len(self._reasons) < MAX_REASONS:
+            self._reasons[v] = v
+        return v
+
+    def _compact_keys(self) -> None:
+        """Make the tables' keys anew, in one burst (see the class notes), when more than an
+        eighth of the nodes have none or one made on its own."""
+        with self._tables_lock:
+            loose = self._scattered_keys + len(self.nodes) - len(self._keys)
+            if loose <= len(self._keys) // 8:
+                return
+            keys = {name: _copy(name) for name in self.nodes}
+            for sid, table in list(self._tables.items()):
+                self._tables[sid] = {keys[n]: v for n, v in table.items() if n in keys}
+            self._keys = keys
+            self._scattered_keys = 0
 
     def _rewarm_pods(self, old: NodeEntry | None) -> list[tuple[int, Pod]]:
         """(shape id, a pod of that shape) for the shapes ``old`` has decided, newest last;
@@ -458,8 +638,8 @@ class ExtenderCore:
 
     def _publish(self, old: NodeEntry, node: Node, assumed: Mapping[str, Assumed]) -> None:
         """Swap in the successor of ``old`` with another engine state (under the write lock)."""
-        self.nodes[old.name] = NodeEntry(old.name, old.digest, old.fingerprint, node,
-                                         old.version + 1, assumed, {}, old.content)
+        self._swap(old.name, NodeEntry(old.name, old.digest, old.fingerprint, node,
+                                       old.version + 1, assumed, {}, old.content))
         self._count_assumed(old.name)
 
     def _drop_assumed(self, entry: NodeEntry, uids: Sequence[str]) -> None:
@@ -533,6 +713,28 @@ class ExtenderCore:
         cache[shape] = d
         return d
 
+    def _table(self, shape: int) -> dict[str, Verdict]:
+        """The decision table of ``shape`` (made now if it has none; the least recently used
+        table beyond :data:`MAX_TABLES` is dropped)."""
+        with self._tables_lock:
+            table = self._tables.get(shape)
+            if table is None:
+                table = self._tables[shape] = {}
+                if len(self._tables) > MAX_TABLES:
+                    self._tables.popitem(last=False)
+            else:
+                self._tables.move_to_end(shape)
+        return table
+
+    def _enter(self, table: dict[str, Verdict], entry: NodeEntry, d: Decision) -> None:
+        """Enter ``entry``'s decision in ``table`` if ``entry`` is still published (and has no
+        assumed pods)."""
+        if entry.assumed:
+            return
+        with self._tables_lock:
+            if self.nodes.get(entry.name) is entry:
+                table[self._key(entry.name)] = self._verdict(d)
+
     def _remember(self, pod: Pod) -> None:
         with self._small:
             self._pods[pod.uid] = pod
@@ -552,9 +754,18 @@ class ExtenderCore:
         self._remember(pod)
         uid = pod.uid
         nodes = self.nodes
+        table = self._table(shape)
+        known = table.get
         passed: list[str] = []
         failed: dict[str, str] = {}
         for name in names:
+            v = known(name)
+            if v is True:
+                passed.append(name)
+                continue
+            if v is not None:
+                failed[name] = v
+                continue
             entry = nodes.get(name)
             if entry is None:
                 failed[name] = self.broken.get(name, UNKNOWN_NODE)
@@ -565,10 +776,11 @@ class ExtenderCore:
             d = entry.cache.get(shape)
             if d is None:
                 d = self._miss(entry, pod, shape)
+            self._enter(table, entry, d)
             if d[0]:
                 passed.append(name)
             else:
-                failed[name] = d[2] or "TopologyAffinityError"
+                failed[name] = d[2] or NO_REASON
         if len(passed) == 1:
             # decided on a snapshot; another request may have assumed a pod there since:
             # the admission into the current snapshot is what counts

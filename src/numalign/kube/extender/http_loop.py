@@ -13,6 +13,10 @@ Handlers run inline: they must be short (the extender's are sub-millisecond with
 A handler that may wait (a call to another service) returns a ``Future`` instead, run on a
 bounded pool of the app's: the connection is then not read until the answer is written, and
 the loop serves the others meanwhile.
+
+Other threads hand short work to the loop thread with :meth:`HttpLoop.call_soon` (run between
+requests): work done on another thread of the process would make the loop wait for the
+interpreter lock after each of its system calls, for as long as that thread keeps it.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ import ipaddress
 import selectors
 import socket
 import ssl
+import sys
 import threading
 import time
-from collections.abc import Mapping
+import traceback
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -270,6 +276,9 @@ class HttpLoop:
         #: deferred answers finished on other threads, for the loop to write
         self._finished: list[tuple[_Conn, Request, Future[Response]]] = []
         self._finished_lock = threading.Lock()
+        #: work handed to the loop thread (call_soon), under _finished_lock
+        self._soon: list[Callable[[], None]] = []
+        self._accepting_soon = False
         self._accept_paused_until = 0.0
         self._stop = False
         self._running = threading.Event()
@@ -281,6 +290,8 @@ class HttpLoop:
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         self._stopped.clear()
+        with self._finished_lock:
+            self._accepting_soon = True
         self._running.set()
         if self._closed:
             self._stop = True
@@ -308,9 +319,34 @@ class HttpLoop:
                     self._sweep(now)
                     next_sweep = now + SWEEP_INTERVAL
         finally:
+            with self._finished_lock:
+                self._accepting_soon = False
+                left, self._soon = self._soon, []
+            for fn in left:  # handed over before the loop stopped: run here
+                self._call(fn)
             self._stop = False
             self._running.clear()
             self._stopped.set()
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the loop thread, between requests (in the order handed over); on
+        this thread, now, when the loop is not running. An exception is printed, not raised."""
+        with self._finished_lock:
+            queued = self._accepting_soon
+            if queued:
+                self._soon.append(fn)
+        if not queued:
+            self._call(fn)
+            return
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    @staticmethod
+    def _call(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception:  # a bug in the work handed over: report it, keep serving
+            traceback.print_exc(file=sys.stderr)
 
     def shutdown(self) -> None:
         """Stop :meth:`serve_forever` and wait for it (call from another thread). Before it
@@ -599,6 +635,9 @@ class HttpLoop:
     def _write_finished(self) -> None:
         with self._finished_lock:
             finished, self._finished = self._finished, []
+            soon, self._soon = self._soon, []
+        for fn in soon:
+            self._call(fn)
         for conn, req, fut in finished:
             if conn.state != _WAIT:
                 continue  # closed meanwhile

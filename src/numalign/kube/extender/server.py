@@ -24,6 +24,7 @@ from numalign.errors import InputError, NumalignError
 from numalign.kube.extender import wire
 from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import ExtenderCore
+from numalign.kube.extender.gcfreeze import FreezePolicy
 from numalign.kube.extender.http_loop import (
     MAX_HEADER_LINE,
     MAX_HEADERS,
@@ -94,6 +95,8 @@ class ExtenderServer(HttpLoop):
         super().__init__(address, self.handler, timeout=timeout, header_timeout=header_timeout,
                          body_timeout=body_timeout, max_body=max_body,
                          max_connections=max_connections, ssl_context=ssl_context)
+        if serve_verbs:  # built node updates are installed on this loop's thread
+            core.install_on = self.call_soon
 
     def request_metrics(self, code: str, verb: str) -> tuple[Any, Any]:
         """(requests counter, duration histogram) children for ``code`` and ``verb``."""
@@ -120,6 +123,8 @@ class ExtenderServer(HttpLoop):
         return self._bind_pool
 
     def server_close(self) -> None:
+        if self.core.install_on == self.call_soon:
+            self.core.install_on = None
         super().server_close()
         if self._bind_pool is not None:
             self._bind_pool.shutdown(wait=False, cancel_futures=True)
@@ -370,7 +375,8 @@ def serve(
         chosen = get_profile(profile)
     except InputError as e:
         raise InputError(e.problem, "--profile") from None
-    core = ExtenderCore(chosen, assume_ttl=assume_ttl, binder=binder)
+    # the serving process holds every node's engine: keep the garbage collector off them
+    core = ExtenderCore(chosen, assume_ttl=assume_ttl, binder=binder, freeze=FreezePolicy())
     builder = _process_builder(core)
     server = _listen(host, port, "--port", lambda addr: ExtenderServer(
         addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
@@ -414,6 +420,6 @@ def serve_in_thread(core: ExtenderCore, host: str = "127.0.0.1", port: int = 0,
     stop it with ``server.shutdown(); server.server_close()``."""
     server = ExtenderServer((host, port), core, **kw)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                     daemon=True).start()
+                     daemon=True, name="numalign-extender-loop").start()
     server.wait_serving(5.0)
     return server
