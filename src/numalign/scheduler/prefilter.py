@@ -62,8 +62,9 @@ class _Thresholds:
     rows: tuple[int, ...]  # rows of the flattened top-k table that some group checks
     amounts: tuple[npt.NDArray[np.int64], ...]  # per row: the amount each group needs
     single: tuple[int, ...]  # per row: group 0's amount (a one-group cluster)
-    per_group: tuple[tuple[int, ...], ...]  # per row: the amounts as Python ints
     possible: npt.NDArray[np.bool_] | None  # per group: can a node of it pass (None: all)
+    #: per group: its checks ``(row, amount)``, on the rows it checks only
+    by_group: tuple[tuple[tuple[int, int], ...], ...]
 
 
 #: admissions whose free amounts :meth:`NumaPrefilter.refresh` remembers (then starts over)
@@ -359,8 +360,8 @@ class NumaPrefilter:
             tuple(rows),
             tuple(np.array(need[r], dtype=np.int64) for r in rows),
             tuple(need[r][0] for r in rows),
-            tuple(tuple(need[r]) for r in rows),
             possible,
+            tuple(tuple((r, need[r][g]) for r in rows if need[r][g] != _NO_NEED) for g in range(n_groups)),
         )
         self._thresholds_of[shape] = out
         return out
@@ -406,18 +407,14 @@ class NumaPrefilter:
             if t.possible is not None and not t.possible[g]:
                 part[:] = False
                 continue
-            first = True
-            for row, amounts in zip(t.rows, t.per_group, strict=True):
-                amount = amounts[g]
-                if amount == _NO_NEED:
-                    continue
-                if first:
-                    np.greater_equal(flat[row, lo:hi], amount, out=part)
-                    first = False
-                else:
-                    part &= flat[row, lo:hi] >= amount
-            if first:
+            checks = t.by_group[g]
+            if not checks:
                 part[:] = True
+                continue
+            row, amount = checks[0]
+            np.greater_equal(flat[row, lo:hi], amount, out=part)
+            for row, amount in checks[1:]:
+                part &= flat[row, lo:hi] >= amount
         return out
 
     def passing_reference(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:

@@ -280,13 +280,14 @@ class Scheduler:
         while scanned < n and found < want:
             a = (start + scanned) % n
             b = min(n, a + window, a + n - scanned)
-            fits = c.fits_range(vec, a, b)
+            fits = c.fits_range(vec, a, b)  # a new array: and-ed in place below
             if self.prefilter is None:
-                good = np.flatnonzero(fits) + a
+                good = fits.nonzero()[0] + a
                 fitting += int(good.size)
             else:
                 fitting += int(np.count_nonzero(fits))
-                good = np.flatnonzero(fits & self.prefilter.passing_range(pod, a, b)) + a
+                np.logical_and(fits, self.prefilter.passing_range(pod, a, b), out=fits)
+                good = fits.nonzero()[0] + a
             need = want - found
             if good.size >= need:
                 parts.append(good[:need])
@@ -299,7 +300,7 @@ class Scheduler:
             window *= 2
         self._next_start = (start + scanned) % n
         self._scan_per_found = scanned / found if found else n / want
-        idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        idx = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return idx, fitting
 
     def _select_relative(
