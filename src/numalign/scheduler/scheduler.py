@@ -280,14 +280,13 @@ class Scheduler:
         while scanned < n and found < want:
             a = (start + scanned) % n
             b = min(n, a + window, a + n - scanned)
-            fits = c.fits_range(vec, a, b)  # a new array: and-ed in place below
+            fits = c.fits_range(vec, a, b)
             if self.prefilter is None:
                 good = fits.nonzero()[0] + a
                 fitting += int(good.size)
             else:
                 fitting += int(np.count_nonzero(fits))
-                np.logical_and(fits, self.prefilter.passing_range(pod, a, b), out=fits)
-                good = fits.nonzero()[0] + a
+                good = (fits & self.prefilter.passing_range(pod, a, b)).nonzero()[0] + a
             need = want - found
             if good.size >= need:
                 parts.append(good[:need])
