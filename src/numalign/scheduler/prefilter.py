@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from numalign.machine.model import Machine
 from numalign.modes import Mode
-from numalign.node.admission import Node
+from numalign.node.admission import Node, PodResult
 from numalign.node.usage import (
     FreeLayout,
     fewest_nodes,
@@ -62,9 +62,13 @@ class _Thresholds:
     rows: tuple[int, ...]  # rows of the flattened top-k table that some group checks
     amounts: tuple[npt.NDArray[np.int64], ...]  # per row: the amount each group needs
     single: tuple[int, ...]  # per row: group 0's amount (a one-group cluster)
-    per_group: tuple[tuple[int, ...], ...]  # per row: the amounts as Python ints
     possible: npt.NDArray[np.bool_] | None  # per group: can a node of it pass (None: all)
+    #: per group: its checks ``(row, amount)``, on the rows it checks only
+    by_group: tuple[tuple[tuple[int, int], ...], ...]
 
+
+#: admissions whose free amounts :meth:`NumaPrefilter.refresh` remembers (then starts over)
+AFTER_MEMO_SIZE = 1 << 12
 
 #: the most runs of consecutive same-group nodes :meth:`NumaPrefilter.passing_range` walks
 MAX_RUNS = 64
@@ -108,6 +112,10 @@ class NumaPrefilter:
         self._cols: list[list[list[int]] | None] = [None] * len(self.nodes)
         self._groups: dict[int, list[int]] = {}
         self._machines: dict[int, Machine] = {}
+        #: id(admission's containers) -> (those containers (kept alive: ids are not reused
+        #: while remembered), the node's layout, the columns, free and top-k rows after it)
+        self._after: dict[int, tuple[object, FreeLayout, list[list[int]], npt.NDArray[np.int64],
+                                     npt.NDArray[np.int64]]] = {}
         for i, n in enumerate(self.nodes):
             self._groups.setdefault(id(n.machine), []).append(i)
             self._machines[id(n.machine)] = n.machine
@@ -132,14 +140,39 @@ class NumaPrefilter:
         self._memo: dict[tuple[int, Scope], list[dict[str, int]]] = {}
         self._capacity_k: dict[tuple[int, str, int], tuple[int, int]] = {}
 
-    def refresh(self, i: int) -> None:
+    def refresh(self, i: int, admitted: PodResult | None = None) -> None:
         """Bring node ``i``'s free amounts up to date with its engine state: only the
-        resources whose amounts changed are written (a bind changes a few)."""
+        resources whose amounts changed are written (a bind changes a few).
+
+        ``admitted``: the admission just committed on the node (its state is the state that
+        admission left). An admission replayed from the node's plan cache shares the
+        cached result's ``containers`` and leaves the state the cached plan left (equal
+        :func:`~numalign.node.plan_cache.state_key`, so equal free amounts): the node's
+        rows are then copied from the first node that committed it (:attr:`_after`)."""
         node = self.nodes[i]
         layout = self._layouts.get(id(node.machine))
         if layout is None:
             layout = self._layouts[id(node.machine)] = free_layout(node.machine, self.col, self.slots)
-        cols = numa_free_columns(node, layout)
+        containers = admitted.containers if admitted is not None else ()
+        if containers:  # the empty tuple is one object: no memo
+            hit = self._after.get(id(containers))
+            if hit is not None and hit[0] is containers and hit[1] is layout:
+                self._cols[i] = hit[2]
+                self.free[i] = hit[3]
+                self.topk[:, :, i] = hit[4]
+                return
+        self._write(i, numa_free_columns(node, layout))
+        if containers:
+            if len(self._after) >= AFTER_MEMO_SIZE:
+                self._after.clear()
+            cols = self._cols[i]
+            assert cols is not None
+            self._after[id(containers)] = (containers, layout, cols, self.free[i].copy(),
+                                           self.topk[:, :, i].copy())
+
+    def _write(self, i: int, cols: list[list[int]]) -> None:
+        """Write node ``i``'s free amounts ``cols`` (per column, per slot) and their top-k
+        sums, only the columns that differ from the last written."""
         prev = self._cols[i]
         self._cols[i] = cols
         free, topk, slots = self.free, self.topk, self.slots
@@ -158,9 +191,10 @@ class NumaPrefilter:
                 topk[c, :, i] = list(accumulate(sorted(amounts, reverse=True)))
                 free[i, :, c] = amounts
 
-    def refresh_reference(self, i: int) -> None:
-        """:meth:`refresh` the straightforward way (every amount from :func:`numa_free`);
-        the tests hold :meth:`refresh` to it."""
+    def refresh_reference(self, i: int, admitted: PodResult | None = None) -> None:
+        """:meth:`refresh` the straightforward way (every amount from :func:`numa_free`,
+        ``admitted`` unused); the tests hold :meth:`refresh` to it."""
+        del admitted
         slots = self.slots
         cols = [[0] * slots for _ in self.resources]  # per resource, per NUMA slot
         get = self.col.get
@@ -326,8 +360,8 @@ class NumaPrefilter:
             tuple(rows),
             tuple(np.array(need[r], dtype=np.int64) for r in rows),
             tuple(need[r][0] for r in rows),
-            tuple(tuple(need[r]) for r in rows),
             possible,
+            tuple(tuple((r, need[r][g]) for r in rows if need[r][g] != _NO_NEED) for g in range(n_groups)),
         )
         self._thresholds_of[shape] = out
         return out
@@ -373,18 +407,14 @@ class NumaPrefilter:
             if t.possible is not None and not t.possible[g]:
                 part[:] = False
                 continue
-            first = True
-            for row, amounts in zip(t.rows, t.per_group, strict=True):
-                amount = amounts[g]
-                if amount == _NO_NEED:
-                    continue
-                if first:
-                    np.greater_equal(flat[row, lo:hi], amount, out=part)
-                    first = False
-                else:
-                    part &= flat[row, lo:hi] >= amount
-            if first:
+            checks = t.by_group[g]
+            if not checks:
                 part[:] = True
+                continue
+            row, amount = checks[0]
+            np.greater_equal(flat[row, lo:hi], amount, out=part)
+            for row, amount in checks[1:]:
+                part &= flat[row, lo:hi] >= amount
         return out
 
     def passing_reference(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:

@@ -54,6 +54,10 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 #: at most this many distinct node states (and their known NUMA counts) are remembered; the
 #: memo starts over beyond it
 STATE_MEMO_SIZE = 1 << 16
+#: the sampling walk's first window: the nodes the last walk needed, times this, plus
+#: :data:`WINDOW_MIN`
+WINDOW_SLACK = 1.125
+WINDOW_MIN = 32
 
 
 def num_feasible_nodes_to_find(n: int) -> int:
@@ -117,6 +121,9 @@ class Scheduler:
         self._planned: dict[int, tuple[int, str, FilterResult]] = {}
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
+        #: nodes looked at per feasible node found by the last sampling walk (sizes the next
+        #: walk's first window)
+        self._scan_per_found = 1.0
         #: the exact filter's answers shared by nodes in the same state (see step 3 above):
         #: per node (version, state number); state key -> state number; (state number, pod
         #: shape) -> NUMA count of a node of that state that passed the filter
@@ -267,17 +274,20 @@ class Scheduler:
         start = self._next_start
         parts: list[np.ndarray[Any, Any]] = []
         found = fitting = scanned = 0
-        window = min(n, 2 * want)
+        # the first window: as many nodes as the last walk looked at per feasible node found
+        # (and some), so that one window usually does; the windows double after it (the
+        # walk's answer does not depend on their sizes, only its cost does)
+        window = min(n, int(want * self._scan_per_found * WINDOW_SLACK) + WINDOW_MIN)
         while scanned < n and found < want:
             a = (start + scanned) % n
             b = min(n, a + window, a + n - scanned)
             fits = c.fits_range(vec, a, b)
             if self.prefilter is None:
-                good = np.flatnonzero(fits) + a
+                good = fits.nonzero()[0] + a
                 fitting += int(good.size)
             else:
                 fitting += int(np.count_nonzero(fits))
-                good = np.flatnonzero(fits & self.prefilter.passing_range(pod, a, b)) + a
+                good = (fits & self.prefilter.passing_range(pod, a, b)).nonzero()[0] + a
             need = want - found
             if good.size >= need:
                 parts.append(good[:need])
@@ -289,7 +299,8 @@ class Scheduler:
             scanned += b - a
             window *= 2
         self._next_start = (start + scanned) % n
-        idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        self._scan_per_found = scanned / found if found else n / want
+        idx = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return idx, fitting
 
     def _select_relative(
@@ -460,7 +471,7 @@ class Scheduler:
             return Outcome(pod, placement, False, result.reason, result, checks)
         self.cluster.bind(placement.node, pod, vec)
         if self.prefilter is not None:
-            self.prefilter.refresh(placement.node)
+            self.prefilter.refresh(placement.node, result)
         return Outcome(pod, placement, True, None, result, checks)
 
     def release(self, pod: Pod, node: int) -> None:
