@@ -8,7 +8,7 @@ import io
 import threading
 from typing import Any
 
-from numalign.kube.extender import ExtenderCore, serve_in_thread
+from numalign.kube.extender import ExtenderCore, ExtenderServer, serve_in_thread
 from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.http_loop import HttpLoop
 from test_extender_concurrency import pod, reference, version
@@ -16,6 +16,21 @@ from test_extender_concurrency import pod, reference, version
 
 class _NoApp:
     pass
+
+
+def _served_core(builder: ProcessBuilder) -> tuple[ExtenderCore, ExtenderServer]:
+    """A core with nodes a and b (version 3) building in ``builder``, served on a loop."""
+    builder.start().result(120)
+    core = ExtenderCore(log=io.StringIO(), builder=builder)
+    core.set_nodes({"a": version("a", 3), "b": version("b", 3)})
+    return core, serve_in_thread(core)
+
+
+def _stop(server: ExtenderServer | None, builder: ProcessBuilder) -> None:
+    if server is not None:
+        server.shutdown()
+        server.server_close()
+    builder.close()
 
 
 def test_call_soon_runs_on_the_loop_thread_in_order_and_survives_errors() -> None:
@@ -51,10 +66,7 @@ def test_built_updates_are_installed_on_the_server_loop() -> None:
     builder = ProcessBuilder()
     server = None
     try:
-        builder.start().result(120)
-        core = ExtenderCore(log=io.StringIO(), builder=builder)
-        core.set_nodes({"a": version("a", 3), "b": version("b", 3)})
-        server = serve_in_thread(core)
+        core, server = _served_core(builder)
         assert core.install_on == server.call_soon
         threads: list[str] = []
         real = core._finish
@@ -76,10 +88,7 @@ def test_built_updates_are_installed_on_the_server_loop() -> None:
         assert core.update_node_async("a", version("a", 3)).result(120) is True
         assert threads and "numalign-extender-loop" not in threads  # no loop: where it ends
     finally:
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        builder.close()
+        _stop(server, builder)
 
 
 def test_updates_prepared_on_the_loop_keep_the_node_order() -> None:
@@ -88,10 +97,7 @@ def test_updates_prepared_on_the_loop_keep_the_node_order() -> None:
     builder = ProcessBuilder()
     server = None
     try:
-        builder.start().result(120)
-        core = ExtenderCore(log=io.StringIO(), builder=builder)
-        core.set_nodes({"a": version("a", 3), "b": version("b", 3)})
-        server = serve_in_thread(core)
+        core, server = _served_core(builder)
         built = core.engines_built
         assert core.update_node_async("b", version("b", 3)).result(120) is True
         assert core.engines_built == built  # unchanged: no build
@@ -107,7 +113,4 @@ def test_updates_prepared_on_the_loop_keep_the_node_order() -> None:
 
         assert core.nodes["b"].content == content_digest(version("b", 2))
     finally:
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        builder.close()
+        _stop(server, builder)
