@@ -14,8 +14,8 @@ time after one full collection - which then only walks what was made since the l
 (an update's engine: a few hundred objects; well under a millisecond). What requests leave
 behind between two freezes is bounded by the extender's caches (pods remembered for
 ``/bind``, parsed pod templates, shape ids), so the collections the interpreter starts on its
-own stay small too. So every object that is frozen was
-reachable when it was frozen; frozen objects are still freed by reference counting. What the
+own stay small too. Every object frozen was reachable when it was frozen (the collection just
+before removed the rest), and frozen objects are still freed by reference counting. What the
 policy gives up: a reference cycle formed among objects *after* they were frozen is never
 collected. The extender's long-lived objects (engines, snapshots, pods, futures of finished
 updates) form none; a test holds it (``tests/test_extender_gc.py``).
