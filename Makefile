@@ -1,34 +1,70 @@
-PYTHON ?= python3.11
+# The interpreter: PYTHON=/path/to/python overrides; otherwise the first of python3.13,
+# python3.12, python3.11, python3 that runs and is Python >= 3.11.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { echo $$p; break; }; done)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# make installs the pinned versions of requirements/ (the lock, made by `make lock`);
+# pyproject.toml keeps the ranges users install from
+DEMO_STAMP := $(VENV)/.installed-demo
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench lint typecheck clean
+.PHONY: demo test bench lint typecheck lock test-latest clean
 
-$(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (numalign needs Python >= 3.11)"; exit 2; }
+$(BIN)/python:
+	@test -n "$(PYTHON)" || { echo "error: no Python >= 3.11 found (tried python3.13, python3.12, python3.11, python3); pass PYTHON=/path/to/python3"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+	$(BIN)/python -m pip install --quiet --upgrade pip
 
-demo: $(STAMP)
+# the runtime and the report's plotting library only: no development tool
+$(DEMO_STAMP): $(BIN)/python requirements/demo.txt pyproject.toml
+	$(BIN)/pip install --quiet -r requirements/demo.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	@touch $@
+
+$(DEV_STAMP): $(BIN)/python requirements/dev.txt pyproject.toml
+	$(BIN)/pip install --quiet -r requirements/dev.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	@touch $@ $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/numalign demo
 	$(BIN)/numalign simulate --out out/demo
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
+# rewrite the lock from pyproject.toml's ranges (needs the package index): one resolution valid
+# on every Python >= 3.11
+UV_VENV := .venv-lock
+lock:
+	test -x $(UV_VENV)/bin/uv || { $(PYTHON) -m venv $(UV_VENV) && $(UV_VENV)/bin/pip install --quiet uv; }
+	$(UV_VENV)/bin/uv pip compile pyproject.toml --extra report --universal --python-version 3.11 \
+		--no-header --annotation-style line -o requirements/demo.txt
+	$(UV_VENV)/bin/uv pip compile pyproject.toml --extra dev --extra kube --extra report \
+		--universal --python-version 3.11 --no-header --annotation-style line -o requirements/dev.txt
+
+# the suite against the newest versions pyproject.toml allows (not the lock): run by hand, outside
+# CI, to see the next library change coming
+LATEST := .venv-latest
+test-latest:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/pip install --quiet --upgrade pip
+	$(LATEST)/bin/pip install --quiet --upgrade -e '.[dev,kube,report]'
+	$(LATEST)/bin/pip list --format=freeze | grep -v '^numalign=' > $(LATEST)/versions.txt
+	$(LATEST)/bin/pytest -n auto -p no:cacheprovider
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST) $(UV_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

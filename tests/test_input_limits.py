@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO
 from numalign import yamlfiles
@@ -202,3 +203,21 @@ def test_admit_pods_from_stdin_are_bounded(stdin: bytes, message: str) -> None:
                          input=stdin, capture_output=True, cwd=REPO, env=os.environ.copy(), timeout=120)
     err = out.stderr.decode()
     assert out.returncode == 2 and message in err and err.count("\n") == 1, err
+
+
+class _RefusingLoader(yaml.SafeLoader):
+    """A parser with a nesting limit of its own that fires before any event (as libyaml's
+    look-ahead does in newer releases)."""
+
+    def __init__(self, stream: object) -> None:
+        raise yaml.scanner.ScannerError("while increasing flow level", None,
+                                        "exceeded maximum nesting depth", None)
+
+
+def test_depth_message_does_not_depend_on_the_parser_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numalign's caps decide the message even when the C parser refuses first; a document the
+    caps allow keeps the library's own error."""
+    monkeypatch.setattr(yamlfiles, "_Loader", _RefusingLoader)
+    assert _err(yamlfiles.load_yaml_all, "[" * 101 + "]" * 101, "f").startswith(
+        "f: nested deeper than 100 levels at line 1")
+    assert "exceeded maximum nesting depth" in _err(yamlfiles.load_yaml_all, "[[1]]", "f")

@@ -12,7 +12,12 @@ Caps (``docs/limits.md``), checked before the expensive step where possible:
   decoded;
 * :data:`MAX_DEPTH` - collections nested deeper than this. YAML is checked on libyaml's event
   stream, which stops at the first level too deep (the C composer recurses without a limit and
-  crashes the interpreter on deep input; the pure-Python one takes seconds before failing);
+  crashes the interpreter on deep input; the pure-Python one takes seconds before failing).
+  libyaml's scanner has a nesting limit of its own in newer releases (1,000 levels in the one
+  PyYAML 6.0.4 bundles) and reads up to 1,024 characters ahead, so it can refuse a deep document
+  before the event stream reaches numalign's limit. When the C parser refuses a document, the
+  same walk is repeated on the pure-Python parser, which has no limit of its own: the caps
+  decide the message, whatever libyaml release is installed;
 * :data:`MAX_NODES` - values in one file, counting every alias expansion (an "entity
   expansion" document of a few lines that stands for billions of values is refused while it
   is scanned); an alias inside the collection it names (a recursive document) is refused;
@@ -24,6 +29,7 @@ The C loader (``yaml.CSafeLoader``) is used when PyYAML was built with libyaml.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -114,13 +120,29 @@ def read_text(path: str, what: str = "") -> str:
 
 
 def _check_yaml_events(text: str, source: str | None) -> None:
-    """Walk libyaml's event stream; refuse depth, size and recursive aliases early."""
+    """Walk the parser's event stream; refuse depth, size and recursive aliases early.
+
+    A syntax error from the C parser is re-checked on the pure-Python parser first, so a
+    library limit that fires before numalign's (libyaml's own nesting limit, reached through its
+    look-ahead) never hides numalign's message; the C parser's error is raised otherwise.
+    """
+    try:
+        _walk_yaml_events(text, source, _Loader)
+    except yaml.YAMLError:
+        if _Loader is yaml.SafeLoader:
+            raise
+        with contextlib.suppress(yaml.YAMLError):  # the C parser's message stands
+            _walk_yaml_events(text, source, yaml.SafeLoader)
+        raise
+
+
+def _walk_yaml_events(text: str, source: str | None, loader: type[yaml.SafeLoader]) -> None:
     depth = 0
     nodes = 0
     sizes: dict[str, int] = {}
     open_anchors: list[tuple[str | None, int]] = []
     opened: set[str] = set()
-    for ev in yaml.parse(text, Loader=_Loader):
+    for ev in yaml.parse(text, Loader=loader):
         if isinstance(ev, yaml.CollectionStartEvent):
             depth += 1
             nodes += 1

@@ -17,10 +17,12 @@ from pathlib import Path
 from numalign.errors import InputError
 from numalign.sim.cluster import resolve_cluster
 from numalign.sim.report import (
+    NO_PLOTS,
     check_writable_dir,
     cluster_overview,
     format_summary_legend,
     format_summary_table,
+    plotting_available,
     write_report,
 )
 from numalign.sim.runner import check_profiles, simulate
@@ -117,4 +119,6 @@ def run_simulation(
     print(format_summary_table(summary))
     print(format_summary_legend(summary))
     print(f"\nwrote {summary_path}\nreport: {report_path}")
+    if not plotting_available():
+        print(f"numalign simulate: {NO_PLOTS}", file=sys.stderr)
     return 0

@@ -809,18 +809,30 @@ def _meta_html(summary: Mapping[str, Any]) -> str:
     return "".join(items)
 
 
+#: said (stderr, report.html) when the plotting library is not installed
+NO_PLOTS = "no plots: they need matplotlib (pip install 'numalign[report]')"
+
+
+def plotting_available() -> bool:
+    """Whether the plotting library (the ``report`` extra) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def render_html(
     summary: Mapping[str, Any],
     figures: Sequence[tuple[str, str, str]],
     title: str = "numalign simulation report",
 ) -> str:
-    """The report page: summary table with its legend, and embedded PNG figures."""
+    """The report page: summary table with its legend, and embedded PNG figures (or, without
+    the plotting library, a line saying how to get them)."""
     figs = "".join(
         f'<figure id="{html.escape(fid)}"><img alt="{html.escape(fid)}" '
         f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)}</figcaption>'
         "</figure>"
         for fid, caption, data in figures
-    )
+    ) if plotting_available() else f'<p class="meta">{html.escape(NO_PLOTS)}</p>'
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -847,7 +859,7 @@ def write_report(
     summary_path = os.path.join(out, "summary.json")
     report_path = os.path.join(out, "report.html")
     _write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    figures = render_figures(summary, series, heatmap)
+    figures = render_figures(summary, series, heatmap) if plotting_available() else []
     _write_atomic(report_path, render_html(summary, figures, title))
     return summary_path, report_path
 
