@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.timing import best_median, cpu_runs, median_ms, p99_ms
-from numalign import merge as merge_module
-from numalign._reference import product_fold
-from numalign.hints import HintList, TopologyHint
+from numalign.engine import merge as merge_module
+from numalign.engine.hints import HintList, TopologyHint
+from numalign.engine.reference import product_fold
 from numalign.machine.spec import load_machine
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
@@ -86,7 +86,7 @@ def with_product_fold(m: Any, samples: int) -> list[float]:
     def fold(lists: list[HintList], default: int, fit: merge_module.FitOrder = merge_module.NARROWEST) -> TopologyHint:
         return product_fold(lists, default, fit)
 
-    import numalign.policies as policies
+    import numalign.engine.policies as policies
 
     policies.merge_lists = fold  # type: ignore[assignment]
     try:

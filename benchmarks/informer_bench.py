@@ -55,6 +55,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.timing import p99_ms
+from numalign.inputs.documents import loads_json
 from numalign.kube.extender import ExtenderCore, serve_in_thread
 from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import content_digest
@@ -62,7 +63,6 @@ from numalign.kube.extender.gcfreeze import FreezePolicy
 from numalign.kube.topology import build_nrt
 from numalign.machine.spec import load_machine
 from numalign.node.admission import Node
-from numalign.yamlfiles import loads_json
 
 NODES = 5_000
 UPDATES_PER_SECOND = 50

@@ -2,9 +2,9 @@
 
 Not part of ``make bench``: it exists to measure an older engine (which can take minutes
 or hang) side by side with the current one. Rule-generated lists are built as each
-version's managers build them: with a :class:`~numalign.hints.Demand` where the version has
+version's managers build them: with a :class:`~numalign.engine.hints.Demand` where the version has
 one, else as an opaque ``feasible`` callable. (Opaque rules on large machines are merged
-exactly but may hit the step cap: see :mod:`numalign.merge`.)
+exactly but may hit the step cap: see :mod:`numalign.engine.merge`.)
 
     git archive <commit> src | tar -x -C /tmp/old
     python -m benchmarks.merge_baseline /tmp/old/src      # before
@@ -25,14 +25,14 @@ from pathlib import Path
 CELL = r'''
 import random, sys, time
 from dataclasses import replace
-from numalign.hints import GeneratedHints, TopologyHint
-from numalign.merge import FitOrder, NARROWEST, merge_lists
+from numalign.engine.hints import GeneratedHints, TopologyHint
+from numalign.engine.merge import FitOrder, NARROWEST, merge_lists
 GI = 1 << 30
 kind, args = sys.argv[1], sys.argv[2:]
 
 def family(n, free, need, pref):
     try:  # the rule as data, as this version's managers hand it over
-        from numalign.hints import Demand
+        from numalign.engine.hints import Demand
     except ImportError:  # older versions: an opaque rule
         return GeneratedHints(tuple(range(n)), (1 << n) - 1,
                               lambda m: sum(free[i] for i in range(n) if m >> i & 1) >= need, pref)

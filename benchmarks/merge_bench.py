@@ -3,7 +3,7 @@
 Every engine number is CPU time per call, ``min / median`` of 3 runs (a run repeats the call
 until it has used >= 20 ms). References, measured or derived in the same run:
 
-* ``fold``: the kubelet's literal product fold (:mod:`numalign._reference`) run here in
+* ``fold``: the kubelet's literal product fold (:mod:`numalign.engine.reference`) run here in
   Python, where it finishes within a few seconds;
 * ``Go est.``: the kubelet's own Go fold, estimated at 34 ns per permutation (the product of
   the list lengths; a rule-generated list on N nodes stands for its 2^N - 1 listed masks).
@@ -36,10 +36,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from numalign._reference import product_fold
-from numalign.bitmask import iterate_masks, mask_of
-from numalign.hints import Demand, GeneratedHints, HintList, TopologyHint, flatten
-from numalign.merge import NARROWEST, FitOrder, merge_lists
+from numalign.engine.bitmask import iterate_masks, mask_of
+from numalign.engine.hints import Demand, GeneratedHints, HintList, TopologyHint, flatten
+from numalign.engine.merge import NARROWEST, FitOrder, merge_lists
+from numalign.engine.reference import product_fold
 
 GO_NS_PER_PERMUTATION = 34
 FOLD_BUDGET_S = 5.0
@@ -259,8 +259,8 @@ def section_capture() -> None:
     if not CAPTURE.exists():
         print(f"   skipped: {CAPTURE} not found")
         return
+    from numalign.engine.policies import TopologyPolicy, parse_options
     from numalign.node.admission import Node
-    from numalign.policies import TopologyPolicy, parse_options
 
     base = load_capture()
     rows: list[tuple[str, str, int, int, bool]] = []

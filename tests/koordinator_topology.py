@@ -3,7 +3,7 @@ transcribed accumulator tables."""
 
 from __future__ import annotations
 
-from numalign.cpulist import parse_cpulist
+from numalign.inputs.cpulist import parse_cpulist
 from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
 
 

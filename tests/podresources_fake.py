@@ -14,11 +14,11 @@ from typing import Any
 
 import grpc
 
+from numalign.inputs.quantity import is_memory_resource
 from numalign.kube.podresources import api_pb2 as pb
 from numalign.kube.podresources.client import METHOD_ALLOCATABLE, METHOD_LIST, SERVICE
 from numalign.node.admission import Node
 from numalign.node.usage import numa_amounts, pod_usage
-from numalign.quantity import is_memory_resource
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 

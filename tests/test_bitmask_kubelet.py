@@ -1,4 +1,4 @@
-"""The kubelet's ``bitmask/bitmask_test.go`` tables, restated against :mod:`numalign.bitmask`.
+"""The kubelet's ``bitmask/bitmask_test.go`` tables, restated against :mod:`numalign.engine.bitmask`.
 
 Upstream masks are ``uint64`` with ``String()`` in binary; here a mask is a Python ``int``, so the
 upstream expected strings ("1000") are read back with ``int(s, 2)``. ``IsNarrowerThan`` and
@@ -13,7 +13,7 @@ from itertools import combinations
 
 import pytest
 
-from numalign.bitmask import (
+from numalign.engine.bitmask import (
     count,
     ids_of,
     is_narrower,
@@ -51,7 +51,7 @@ def test_add_out_of_range() -> None:
     with pytest.raises(InputError):
         mask_of([-1])
     # numalign deliberately accepts NUMA ids above 63 (sparse ids on big machines, see
-    # numalign.bitmask); it still refuses ids beyond its own bound.
+    # numalign.engine.bitmask); it still refuses ids beyond its own bound.
     assert mask_of([64]) == 1 << 64
     with pytest.raises(InputError):
         mask_of([10_000])

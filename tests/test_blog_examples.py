@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from itertools import product
 
-from numalign.bitmask import mask_of
-from numalign.demo import BLOG_CONTAINERS, walkthrough
-from numalign.hints import TopologyHint, flatten
-from numalign.policies import Policy, PolicyOptions, TopologyPolicy
+from numalign.cli.demo import BLOG_CONTAINERS, walkthrough
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import TopologyHint, flatten
+from numalign.engine.policies import Policy, PolicyOptions, TopologyPolicy
 
 N0, N1, BOTH = mask_of([0]), mask_of([1]), mask_of([0, 1])
 

@@ -20,12 +20,12 @@ import pytest
 import yaml
 
 from conftest import REPO, SHARED
-from numalign import cli_help
 from numalign.cli import build_parser, main, version
+from numalign.cli import help as cli_help
+from numalign.cli.schemas import load_schema
 from numalign.errors import InputError
 from numalign.machine import spec
 from numalign.machine.kubelet_config import MODELLED_FIELDS, kubelet_section
-from numalign.schemas import load_schema
 
 EXAMPLES = REPO / "examples"
 SCRATCH = "/tmp/numalign-demo"
@@ -344,7 +344,7 @@ def _merge_cases() -> list[Any]:
 
 
 def test_merge_cases_validate() -> None:
-    from numalign.merge_case import parse_case
+    from numalign.cli.merge_case import parse_case
 
     v = _validator("merge-case")
     for case in _merge_cases():
@@ -367,7 +367,7 @@ def test_schemas_list_exactly_the_fields_the_parsers_accept() -> None:
     from numalign.machine.model import KubeletConfig
 
     assert set(spec._dump_kubelet(KubeletConfig())) <= kubelet
-    from numalign import merge_case
+    from numalign.cli import merge_case
 
     c = load_schema("merge-case")
     assert set(c["properties"]) == set(merge_case._CASE_KEYS)
@@ -413,7 +413,7 @@ def test_doc_examples_are_valid() -> None:
         _validator("machine").validate(_as_json(doc))
         spec.load_machine(doc)
     blocks = re.findall(r"```json\n(.*?)```", (REPO / "docs" / "merge-case.md").read_text(), re.S)
-    from numalign.merge_case import parse_case
+    from numalign.cli.merge_case import parse_case
 
     [case] = [json.loads(b) for b in blocks if '"policy"' in b]
     _validator("merge-case").validate(case)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from numalign.cpulist import parse_cpulist
+from numalign.inputs.cpulist import parse_cpulist
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.resources.cpu_assignment import CpuTopology

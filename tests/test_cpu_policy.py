@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import pytest
 
-from numalign.bitmask import mask_of
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.errors import InputError, SMTAlignmentError, StateError, UnexpectedAdmissionError
-from numalign.hints import GeneratedHints, TopologyHint
 from numalign.machine.model import Machine
 from numalign.pods import ContainerKind, Pod, QOSClass, pod_guaranteed_cpus
 from numalign.resources.cpu import (
@@ -851,7 +851,7 @@ def test_init_reuse_hints_and_pod_release() -> None:
 
 def test_64_numa_nodes_hints_are_a_rule() -> None:
     """On 64 NUMA nodes the hints stay a rule; the merge finds the preferred 2-node mask."""
-    from numalign.merge import merge_lists
+    from numalign.engine.merge import merge_lists
 
     big = regular("numa64", 256, lambda c: (c, c // 128, c // 4, c // 4))
     # free: node 6 one CPU (27), node 7 three (29-31), node 63 four; everything else busy

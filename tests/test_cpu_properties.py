@@ -14,9 +14,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numalign.bitmask import ids_of, iterate_masks
+from numalign.engine.bitmask import ids_of, iterate_masks
+from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.errors import AdmissionError
-from numalign.hints import GeneratedHints, TopologyHint
 from numalign.machine.model import Cpu, Machine, NumaNode
 from numalign.pods import ContainerKind, Pod
 from numalign.resources.cpu import CpuManager, CpuState

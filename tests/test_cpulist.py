@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
+from numalign.inputs.cpulist import format_cpulist, parse_cpulist
 
 
 @pytest.mark.parametrize(

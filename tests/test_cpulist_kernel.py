@@ -1,4 +1,4 @@
-"""numalign.cpulist: the kernel's list grammar (bitmap_parselist), hex masks, the id cap."""
+"""numalign.inputs.cpulist: the kernel's list grammar (bitmap_parselist), hex masks, the id cap."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numalign.cpulist import (
+from numalign.errors import InputError
+from numalign.inputs.cpulist import (
     MAX_ID,
     format_cpulist,
     format_cpumask,
@@ -16,7 +17,6 @@ from numalign.cpulist import (
     parse_cpumask,
     parse_kernel_cpulist,
 )
-from numalign.errors import InputError
 from numalign.machine.hwloc import parse_hwloc_bitmap
 
 # --------------------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from numalign.bitmask import mask_of
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import GeneratedHints, ResourceHints, TopologyHint
 from numalign.errors import AdmissionError
-from numalign.hints import GeneratedHints, ResourceHints, TopologyHint
 from numalign.machine.model import Device, Machine, NumaNode
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.resources.devices import DeviceManager, DeviceState, pod_limits

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numalign.bitmask import iterate_masks, mask_of
+from numalign.engine.bitmask import iterate_masks, mask_of
+from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.errors import AdmissionError
-from numalign.hints import GeneratedHints, TopologyHint
 from numalign.machine.model import Device, Machine, NumaNode
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.resources.devices import DeviceManager, generate_hints

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from numalign.cli import main
-from numalign.cpulist import parse_cpumask
-from numalign.cpulist import parse_kernel_cpulist as parse_cpulist
 from numalign.errors import InputError
+from numalign.inputs.cpulist import parse_cpumask
+from numalign.inputs.cpulist import parse_kernel_cpulist as parse_cpulist
 from numalign.machine.devices_naming import PciDevice, load_rules, parse_rules
 from numalign.machine.sysfs import load_sysfs, read_sysfs
 

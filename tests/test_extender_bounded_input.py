@@ -1,4 +1,4 @@
-"""Untrusted YAML/JSON reaching the extender goes through numalign.yamlfiles' bounded readers:
+"""Untrusted YAML/JSON reaching the extender goes through numalign.inputs.documents' bounded readers:
 the request body, NRT files of the directory source, the API source's list and watch events.
 Each hostile document is refused with a one-line message and the service keeps serving."""
 

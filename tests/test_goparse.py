@@ -1,4 +1,4 @@
-"""numalign.goparse: Go's strconv.ParseBool and strconv.Atoi, with Go's error text."""
+"""numalign.inputs.goparse: Go's strconv.ParseBool and strconv.Atoi, with Go's error text."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from numalign.engine.policies import parse_options
 from numalign.errors import InputError
-from numalign.goparse import GoSyntaxError, atoi, go_quote, parse_bool
-from numalign.policies import parse_options
+from numalign.inputs.goparse import GoSyntaxError, atoi, go_quote, parse_bool
 from numalign.resources.cpu import parse_static_policy_options
 
 

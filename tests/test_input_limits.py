@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from conftest import REPO
-from numalign import yamlfiles
+from numalign.cli.merge_case import parse_case
 from numalign.errors import InputError, one_line
+from numalign.inputs import documents as yamlfiles
 from numalign.kube.exporter import Exporter, ExportSources, run_loop
 from numalign.machine import hwloc, sysfs
-from numalign.merge_case import parse_case
 
 FIG1 = REPO / "examples" / "fig1.yaml"
 
@@ -182,8 +182,8 @@ def test_export_poll_and_single_failure(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["[" * 100_000 + "]" * 100_000, '{"a": ' + "9" * 5000 + "}"])
 def test_koordinator_annotation_is_bounded(value: str) -> None:
-    from numalign.pod_policy import KOORDINATOR_ANNOTATION, pod_policy
     from numalign.pods import parse_pods
+    from numalign.pods.policy import KOORDINATOR_ANNOTATION, pod_policy
 
     doc = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "p", "annotations": {KOORDINATOR_ANNOTATION: value}},

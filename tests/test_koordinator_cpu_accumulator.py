@@ -5,7 +5,7 @@ Source: koordinator-sh/koordinator ``pkg/scheduler/plugins/nodenumaresource/cpu_
 ``TestTakeSpreadByPCPUs``, ``TestCPUSpreadByPCPUsWithNUMALeastAllocated``,
 ``TestTakeSpreadByPCPUsWithNUMALeastAllocated``, ``TestTakeCPUsWithExclusivePolicy``,
 ``TestTakePreferredCPUs``) and ``resource_manager.go``'s required-policy helpers, run against
-:mod:`numalign.resources.cpu_koordinator`. ``maxRefCount`` is 1 in every case here; the ref-count
+:mod:`numalign.modes.koordinator.cpu`. ``maxRefCount`` is 1 in every case here; the ref-count
 tables ``TestTakeCPUsWithMaxRefCount`` / ``TestTakeCPUsSortByRefCount`` are in
 test_koordinator_cpu_refcount.py.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from koordinator_topology import cpus, topo
-from numalign.resources.cpu_koordinator import (
+from numalign.modes.koordinator.cpu import (
     BindPolicy,
     CpuAllocError,
     ExclusivePolicy,

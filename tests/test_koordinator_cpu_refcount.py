@@ -5,7 +5,7 @@ Source: koordinator-sh/koordinator at ``a7a1b76b`` (main):
 ``TestTakeCPUsSortByRefCount``) and ``node_allocation_test.go`` (``TestNodeAllocationAddCPUs``,
 ``TestNodeAllocationStateReleaseCPUs``, ``Test_cpuAllocation_getAvailableCPUs``,
 ``Test_cpuAllocation_getAvailableCPUs_with_preferred_cpus``), run against
-:func:`numalign.resources.cpu_koordinator.take_cpus` and :class:`CpuRefCounts`.
+:func:`numalign.modes.koordinator.cpu.take_cpus` and :class:`CpuRefCounts`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from koordinator_topology import cpus
 from koordinator_topology import topo as koordinator_topo
-from numalign.resources.cpu_assignment import CpuTopology
-from numalign.resources.cpu_koordinator import (
+from numalign.modes.koordinator.cpu import (
     BindPolicy,
     CpuRefCounts,
     ExclusivePolicy,
@@ -24,6 +23,7 @@ from numalign.resources.cpu_koordinator import (
     _Accumulator,
     take_cpus,
 )
+from numalign.resources.cpu_assignment import CpuTopology
 
 MOST = NumaAllocateStrategy.MOST_ALLOCATED
 FULL = BindPolicy.FULL_PCPUS

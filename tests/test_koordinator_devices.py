@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from numalign.bitmask import mask_of
-from numalign.hints import GeneratedHints, TopologyHint
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode
 from numalign.machine.spec import load_machine
 from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL
+from numalign.modes.koordinator.devices import DEFAULT_NUMA_SCORE, KoordinatorDeviceManager
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
 from numalign.resources.devices import DeviceManager
-from numalign.resources.devices_koordinator import DEFAULT_NUMA_SCORE, KoordinatorDeviceManager
 
 GPU = "koordinator.sh/gpu"
 RDMA = "koordinator.sh/rdma"
@@ -138,8 +138,8 @@ def test_the_whole_node_gpu_choice_wins_equally_narrow_masks() -> None:
     """Score 500 goes to the masks whose GPUs are those the allocator picks on the whole node:
     here the two GPUs under one PCIe switch of NUMA 1 (NUMA 0's free GPUs sit under two
     switches), so Koordinator's merge takes (1); without scores the lowest id, (0), wins."""
+    from numalign.engine.policies import Policy, TopologyPolicy
     from numalign.modes import Mode, merge
-    from numalign.policies import Policy, TopologyPolicy
 
     m = fake_device_cr_machine()
     mgr = KoordinatorDeviceManager(m)

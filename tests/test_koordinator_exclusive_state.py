@@ -22,12 +22,12 @@ from numalign.cli import main
 from numalign.errors import InputError, StateError
 from numalign.machine.spec import load_machine
 from numalign.modes import MODE_LABEL
+from numalign.modes.koordinator.cpu import NODE_NUMA_ALLOCATE_STRATEGY_LABEL, RESOURCE_SPEC
 from numalign.node import store
 from numalign.node.admission import Node
 from numalign.node.plan_cache import PlanCache
 from numalign.node.state import NodeState
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
-from numalign.resources.cpu_koordinator import NODE_NUMA_ALLOCATE_STRATEGY_LABEL, RESOURCE_SPEC
 from numalign.resources.cpu_state import CpuState
 
 MOST = {MODE_LABEL: "koordinator", NODE_NUMA_ALLOCATE_STRATEGY_LABEL: "MostAllocated"}

@@ -3,7 +3,7 @@
 Source: koordinator-sh/koordinator ``pkg/scheduler/plugins/nodenumaresource/resource_manager_test.go``
 ``TestResourceManagerGetTopologyHint`` (the CPU-only cases: required ``FullPCPUs`` /
 ``SpreadByPCPUs`` with and without another pod's CPUs; topology ``buildCPUTopologyForTest(2, 1,
-26, 2)``, NUMA policy BestEffort), against :class:`numalign.resources.cpu_koordinator.KoordinatorCpuManager`.
+26, 2)``, NUMA policy BestEffort), against :class:`numalign.modes.koordinator.cpu.KoordinatorCpuManager`.
 The amplification-ratio and memory/hugepages cases concern Koordinator's NUMA resource
 amplification and its memory accounting, which the CPU provider does not model.
 
@@ -18,14 +18,14 @@ import json
 
 import pytest
 
-from numalign.bitmask import mask_of
-from numalign.cpulist import parse_cpulist
-from numalign.hints import GeneratedHints, TopologyHint
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import GeneratedHints, TopologyHint
+from numalign.engine.policies import Policy
+from numalign.inputs.cpulist import parse_cpulist
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
+from numalign.modes.koordinator.cpu import RESOURCE_SPEC, KoordinatorCpuManager
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
-from numalign.policies import Policy
 from numalign.resources.cpu import new_cpu_state
-from numalign.resources.cpu_koordinator import RESOURCE_SPEC, KoordinatorCpuManager
 
 
 def machine(sockets: int, cores_per_node: int, threads: int) -> Machine:

@@ -20,9 +20,7 @@ import pytest
 from numalign.errors import InputError
 from numalign.machine.spec import dump_machine, load_machine
 from numalign.modes import MODE_LABEL
-from numalign.node.admission import Node
-from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
-from numalign.resources.cpu_koordinator import (
+from numalign.modes.koordinator.cpu import (
     ERR_BIND_CONFLICT,
     ERR_SMT_ALIGNMENT,
     KUBELET_CPU_MANAGER_POLICY,
@@ -30,6 +28,8 @@ from numalign.resources.cpu_koordinator import (
     KubeletCpuPolicy,
     parse_kubelet_cpu_policy,
 )
+from numalign.node.admission import Node
+from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
 
 KOORD = {MODE_LABEL: "koordinator"}
 FULL = json.dumps({"policy": "static", "options": {"full-pcpus-only": "true"}, "reservedCPUs": "0-1"})

@@ -21,21 +21,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numalign.bitmask import mask_of
-from numalign.hints import GeneratedHints, TopologyHint
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import GeneratedHints, TopologyHint
+from numalign.engine.policies import Policy
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
 from numalign.machine.spec import load_machine
 from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL
-from numalign.node.admission import Node
-from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
-from numalign.policies import Policy
-from numalign.resources.cpu import new_cpu_state
-from numalign.resources.cpu_koordinator import KoordinatorCpuManager
-from numalign.resources.memory_koordinator import (
+from numalign.modes.koordinator.cpu import KoordinatorCpuManager
+from numalign.modes.koordinator.memory import (
     KoordinatorNumaResource,
     distribute,
     numa_available,
 )
+from numalign.node.admission import Node
+from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
+from numalign.resources.cpu import new_cpu_state
 from numalign.resources.memory_state import POLICY_NONE, Block, MemoryState, numa_held
 
 GI = 1 << 30
@@ -356,8 +356,8 @@ def test_filter_with_numa_node_scoring(name: str, numa: int, policy: Policy, str
     Allocated, cpu and memory weight 1). Upstream's pods share CPUs (NUMA amounts only); here
     the existing pods hold that many CPUs of their NUMA node and the new pod binds its 4 CPUs,
     which leaves the same per-NUMA amounts and the same hints."""
+    from numalign.engine.policies import TopologyPolicy
     from numalign.modes import Mode, merge
-    from numalign.policies import TopologyPolicy
 
     m = scoring_machine(numa)
     held = MemoryState(POLICY_NONE)
@@ -407,7 +407,7 @@ def test_numa_status_comes_from_cpusets_only() -> None:
     """node_allocation.go addPodAllocation marks NUMA nodes single/shared by the pod's cpuset: a
     pod holding only per-NUMA memory leaves them idle for SingleNUMANodeExclusive."""
     from numalign.modes import NumaNodeStatus
-    from numalign.scheduler.koordinator import numa_status
+    from numalign.modes.koordinator.scheduling import numa_status
 
     n = node("single-numa-node", KOORD)
     r = n.admit(mkpod("shared-cpu", {"cpu": 500, "memory": 4 * GI}, guaranteed=False))
@@ -474,8 +474,8 @@ def test_score_tie_break_matches_koordinators_fold(lists: list[list[tuple[Topolo
                                                    policy: Policy) -> None:
     """Whenever Koordinator's fold ends on a preferred hint, the koordinator mode's merge with the
     summed scores picks the same mask (hint lists in IterateBitMasks order, as providers give)."""
+    from numalign.engine.policies import TopologyPolicy
     from numalign.modes import Mode, merge
-    from numalign.policies import TopologyPolicy
 
     nodes = (0, 1, 2, 3)
     want, want_pref = _koordinator_fold(nodes, lists)

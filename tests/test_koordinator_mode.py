@@ -20,15 +20,15 @@ import pytest
 from numalign.errors import InputError
 from numalign.machine.spec import dump_machine, load_machine
 from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL, NUMA_TOPOLOGY_SPEC, Mode
-from numalign.node.admission import Node
-from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
-from numalign.resources.cpu_koordinator import (
+from numalign.modes.koordinator.cpu import (
     ERR_BIND_CONFLICT,
     ERR_SMT_ALIGNMENT,
     NODE_CPU_BIND_POLICY_LABEL,
     NODE_NUMA_ALLOCATE_STRATEGY_LABEL,
     RESOURCE_SPEC,
 )
+from numalign.node.admission import Node
+from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
 
 KOORD = {MODE_LABEL: "koordinator"}
 
@@ -174,7 +174,7 @@ def test_labels_round_trip_in_machine_specs_and_templates() -> None:
 
 
 def test_koordinator_profile_runs_nodes_in_the_koordinator_mode() -> None:
-    from numalign.scheduler.koordinator import koordinator_filter
+    from numalign.modes.koordinator.scheduling import koordinator_filter
 
     n = node()
     res = koordinator_filter(n, pod("a", 2, {"preferredCPUBindPolicy": "SpreadByPCPUs"}))
@@ -186,8 +186,8 @@ def test_koordinator_profile_runs_nodes_in_the_koordinator_mode() -> None:
 
 def test_koordinator_score_least_allocated_over_the_pods_numa_nodes() -> None:
     """scoring.go: LeastAllocated (cpu, memory weight 1) over the NUMA node the pod gets."""
+    from numalign.modes.koordinator.scheduling import KoordinatorNumaScore, resource_score
     from numalign.node.usage import numa_amounts
-    from numalign.scheduler.koordinator import KoordinatorNumaScore, resource_score
 
     n = node("single-numa-node", KOORD)
     assert n.admit(pod("first", 4)).admitted
@@ -244,7 +244,7 @@ def test_extender_serves_the_koordinator_profile_with_its_node_aware_score() -> 
     for name, doc in (("idle", _nrt()), ("busy", busy)):
         eng = engine_from_nrt(doc)
         eng.mode = Mode.KOORDINATOR
-        from numalign.scheduler.koordinator import KoordinatorNumaScore
+        from numalign.modes.koordinator.scheduling import KoordinatorNumaScore
 
         want[name] = KoordinatorNumaScore().score_on(eng, p, 1, 2) * MAX_EXTENDER_PRIORITY // 100
     assert scores == want and all(v > 0 for v in scores.values())
@@ -357,7 +357,7 @@ def test_koordinator_best_effort_falls_back_to_all_numa_nodes_in_admission(
 
 @pytest.mark.parametrize("raw", ["[" * 100_000 + "]" * 100_000, "{bad", "\udcff"])
 def test_hostile_resource_spec_is_a_one_line_input_error(raw: str) -> None:
-    from numalign.resources.cpu_koordinator import parse_resource_spec
+    from numalign.modes.koordinator.cpu import parse_resource_spec
 
     with pytest.raises(InputError) as err:
         parse_resource_spec({RESOURCE_SPEC: raw})
@@ -367,8 +367,8 @@ def test_hostile_resource_spec_is_a_one_line_input_error(raw: str) -> None:
 def test_koordinator_score_counts_the_numa_memory_other_pods_hold() -> None:
     """scoring.go reads the NUMA nodes' requested memory from NodeAllocation: in the koordinator
     mode (memory manager None) the pods already placed there count, not only the new pod."""
+    from numalign.modes.koordinator.scheduling import KoordinatorNumaScore, _plan, resource_score
     from numalign.node.usage import numa_amounts, numa_memory_held, pod_numa_nodes
-    from numalign.scheduler.koordinator import KoordinatorNumaScore, _plan, resource_score
 
     n = node("single-numa-node", KOORD)
     for name in ("a", "b", "c"):

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO
+from numalign.inputs.quantity import format_amount, hugepage_resource_name, is_hugepages_resource
 from numalign.kube.extender import ExtenderCore
 from numalign.kube.nrt_import import engine_from_nrt
 from numalign.machine.model import Device, Machine
@@ -33,7 +34,6 @@ from numalign.machine.spec import read_machine_file
 from numalign.node.admission import Node
 from numalign.node.usage import numa_amounts
 from numalign.pods import Pod, parse_pods
-from numalign.quantity import format_amount, hugepage_resource_name, is_hugepages_resource
 
 GI = 1 << 30
 FIG1 = REPO / "examples" / "fig1.yaml"
@@ -304,8 +304,8 @@ def sp_filter(obj: dict[str, Any], p: Pod) -> bool:
     hugepages only for Guaranteed pods; per container, subtracting placed containers, or for
     the pod's effective request); a cpu/memory/hugepages request the zones do not list is
     refused (the node has none), another unlisted resource is host-level."""
+    from numalign.inputs.quantity import parse_quantity
     from numalign.pods import QOSClass, effective_pod_requests
-    from numalign.quantity import parse_quantity
 
     attrs = {a["name"]: a["value"] for a in obj.get("attributes", [])}
     if attrs.get("topologyManagerPolicy") != "single-numa-node":

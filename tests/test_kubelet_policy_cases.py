@@ -6,8 +6,8 @@ Upstream: kubernetes/kubernetes ``pkg/kubelet/cm/topologymanager/`` - ``policy_t
 live in ``tests/data/kubelet_policy_cases.json`` (one ``numalign merge`` case per upstream case,
 plus ``id``/``source``/``expect``); the smaller tables are restated inline below.
 
-Every merge case runs twice: through the engine (:func:`numalign.merge_case.run_case`) and
-through an independent oracle - the literal product fold (:func:`numalign._reference.product_fold`)
+Every merge case runs twice: through the engine (:func:`numalign.cli.merge_case.run_case`) and
+through an independent oracle - the literal product fold (:func:`numalign.engine.reference.product_fold`)
 plus the policies' post-processing written out here from the spec, for every Go map iteration
 order of each provider's resources.
 
@@ -29,13 +29,11 @@ from typing import Any
 
 import pytest
 
-from numalign._reference import _compare, _fitter, _narrowest_count, product_fold
-from numalign.bitmask import ids_of, mask_of
-from numalign.errors import InputError
-from numalign.hints import HintList, ProviderHints, TopologyHint, flatten
-from numalign.merge import NARROWEST, FitOrder, _View, non_preferred_key, preferred_key
-from numalign.merge_case import parse_case, run_case
-from numalign.policies import (
+from numalign.cli.merge_case import parse_case, run_case
+from numalign.engine.bitmask import ids_of, mask_of
+from numalign.engine.hints import HintList, ProviderHints, TopologyHint, flatten
+from numalign.engine.merge import NARROWEST, FitOrder, _View, non_preferred_key, preferred_key
+from numalign.engine.policies import (
     Policy,
     PolicyOptions,
     TopologyPolicy,
@@ -44,6 +42,8 @@ from numalign.policies import (
     parse_policy,
     parse_scope,
 )
+from numalign.engine.reference import _compare, _fitter, _narrowest_count, product_fold
+from numalign.errors import InputError
 
 DATA = Path(__file__).parent / "data" / "kubelet_policy_cases.json"
 CASES: list[dict[str, Any]] = json.loads(DATA.read_text())

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from numalign import policies
+from numalign.engine import policies
 from numalign.errors import InputError
 from numalign.machine.spec import load_machine
 from numalign.node.admission import Node

@@ -63,7 +63,7 @@ def test_importing_the_library_imports_no_argparse() -> None:
 
 
 def test_launch_rejected_does_not_clash_with_scopes_rejected() -> None:
-    from numalign.scopes import Rejected
+    from numalign.engine.scopes import Rejected
 
     assert not issubclass(LaunchRejected, Rejected) and not issubclass(Rejected, LaunchRejected)
     assert not hasattr(numalign.launcher, "Rejected")

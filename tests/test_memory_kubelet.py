@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from numalign.bitmask import mask_of
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.errors import AdmissionError, InputError, StateError
-from numalign.hints import GeneratedHints, TopologyHint
 from numalign.machine.model import KubeletConfig, Machine, NumaNode, ReservedMemory
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.resources.memory import (

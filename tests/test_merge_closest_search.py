@@ -1,6 +1,6 @@
 """prefer-closest-numa-nodes stays exact where the search takes its short cuts.
 
-:func:`numalign.merge_order.closest_best` chooses the *complement* of the answer when no
+:func:`numalign.engine.merge_order.closest_best` chooses the *complement* of the answer when no
 oracle restricts the masks and more than half of the nodes are wanted (the slow shape of
 issue 14: pods spanning 20-40 of 64 nodes). Checked here:
 
@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distance_tables import sgi_like
-from numalign._reference import product_fold
-from numalign.bitmask import mask_of
-from numalign.hints import CANNOT_SATISFY, Demand, GeneratedHints, HintList
-from numalign.merge import FitOrder, merge_lists
-from numalign.merge_budget import Budget
-from numalign.merge_order import closest_best
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import CANNOT_SATISFY, Demand, GeneratedHints, HintList
+from numalign.engine.merge import FitOrder, merge_lists
+from numalign.engine.merge_budget import Budget
+from numalign.engine.merge_order import closest_best
+from numalign.engine.reference import product_fold
 
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

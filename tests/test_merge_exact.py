@@ -7,11 +7,17 @@ from itertools import product
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numalign._reference import product_fold
-from numalign.bitmask import mask_of
-from numalign.hints import CANNOT_SATISFY, GeneratedHints, ProviderHints, TopologyHint, flatten
-from numalign.merge import FitOrder, merge_lists
-from numalign.policies import Policy, PolicyOptions, TopologyPolicy
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import (
+    CANNOT_SATISFY,
+    GeneratedHints,
+    ProviderHints,
+    TopologyHint,
+    flatten,
+)
+from numalign.engine.merge import FitOrder, merge_lists
+from numalign.engine.policies import Policy, PolicyOptions, TopologyPolicy
+from numalign.engine.reference import product_fold
 
 
 @st.composite
@@ -132,7 +138,7 @@ def test_generated_lists_merge_like_their_materialized_form(case: tuple[list[int
 @given(generated_cases(), st.booleans())
 def test_large_machine_search_path_matches_materialized(case: tuple[list[int], list[GeneratedHints | list[TopologyHint]]], closest: bool) -> None:
     """Force the search path used above MATERIALIZE_LIMIT and compare with the DP path."""
-    import numalign.merge as merge_module
+    import numalign.engine.merge as merge_module
 
     ids, lists = case
     default = mask_of(ids)
@@ -171,7 +177,7 @@ def legacy_fold(lists: list[list[TopologyHint]], default: int) -> TopologyHint:
 @settings(max_examples=600, deadline=None)
 @given(machines(), st.data())
 def test_legacy_merge_equals_old_fold(machine: tuple[list[int], dict[int, dict[int, int]]], data: st.DataObject) -> None:
-    from numalign.merge import merge_lists_legacy
+    from numalign.engine.merge import merge_lists_legacy
 
     ids, _ = machine
     lists = [list(x) for x in flatten(data.draw(st.lists(hint_lists(ids), min_size=1, max_size=4))) if not isinstance(x, GeneratedHints)]

@@ -1,4 +1,4 @@
-"""The merge's searches (numalign.merge_search) are exact: they equal the kubelet's fold.
+"""The merge's searches (numalign.engine.merge_search) are exact: they equal the kubelet's fold.
 
 * up to 6 NUMA nodes and 5 providers: rule-generated families of every kind the managers
   build (per-node amounts in several dimensions, devices near several nodes, nodes that must
@@ -30,14 +30,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import numalign.merge as merge_module
-import numalign.merge_budget as budget_module
-import numalign.merge_order as order_module
+import numalign.engine.merge as merge_module
+import numalign.engine.merge_budget as budget_module
+import numalign.engine.merge_order as order_module
 from distance_tables import sgi_like
-from numalign._reference import _compare, _narrowest_count, product_fold
-from numalign.bitmask import ids_of, iterate_masks, mask_of
-from numalign.errors import InputError
-from numalign.hints import (
+from numalign.engine.bitmask import ids_of, iterate_masks, mask_of
+from numalign.engine.hints import (
     CANNOT_SATISFY,
     Demand,
     GeneratedHints,
@@ -45,14 +43,16 @@ from numalign.hints import (
     TopologyHint,
     flatten,
 )
-from numalign.merge import (
+from numalign.engine.merge import (
     FitOrder,
     MergeTooLarge,
     merge_lists,
     merge_lists_legacy,
     non_preferred_key,
 )
-from numalign.policies import Policy, PolicyOptions, TopologyPolicy
+from numalign.engine.policies import Policy, PolicyOptions, TopologyPolicy
+from numalign.engine.reference import _compare, _narrowest_count, product_fold
+from numalign.errors import InputError
 
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -365,8 +365,8 @@ def pods(draw: st.DrawFn, name: str) -> Any:
 @given(st.data())
 def test_manager_hints_merge_like_the_fold(data: st.DataObject) -> None:
     """Hint sets of the real managers on machines filled by random admissions."""
+    from numalign.engine.policies import parse_options
     from numalign.node.admission import Node
-    from numalign.policies import parse_options
 
     machine = data.draw(spec_machines())
     node = Node(machine)

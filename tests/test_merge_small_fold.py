@@ -12,11 +12,11 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import numalign.merge as merge_module
-from numalign._reference import product_fold
-from numalign.bitmask import mask_of
-from numalign.hints import HintList, TopologyHint
-from numalign.merge import FitOrder, merge_lists
+import numalign.engine.merge as merge_module
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import HintList, TopologyHint
+from numalign.engine.merge import FitOrder, merge_lists
+from numalign.engine.reference import product_fold
 
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,7 +1,7 @@
 """The merge's step cap (``MergeTooLarge``) is a clear per-pod outcome in every adapter.
 
 The cap is forced: ``STEP_LIMIT`` is 0 and every merge takes one step of a real
-:class:`~numalign.merge_budget.Budget` first, so the engine raises the real error on any
+:class:`~numalign.engine.merge_budget.Budget` first, so the engine raises the real error on any
 pod that reaches the Topology Manager's merge. Then:
 
 * ``Node.admit`` raises it (an InputError with the stable reason ``MergeTooLarge``);
@@ -21,21 +21,21 @@ from typing import Any
 
 import pytest
 
-import numalign.merge_budget as budget_module
-import numalign.policies as policies_module
+import numalign.engine.merge_budget as budget_module
+import numalign.engine.policies as policies_module
 from numalign.cli import main
+from numalign.engine.hints import HintList, TopologyHint
+from numalign.engine.merge import NARROWEST, FitOrder
+from numalign.engine.merge_budget import Budget, MergeTooLarge
 from numalign.errors import InputError
-from numalign.hints import HintList, TopologyHint
 from numalign.kube.extender.core import ExtenderCore
 from numalign.kube.topology import build_nrt
 from numalign.machine.spec import read_machine_file
-from numalign.merge import NARROWEST, FitOrder
-from numalign.merge_budget import Budget, MergeTooLarge
+from numalign.modes.koordinator.scheduling import koordinator_filter
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.scheduler.filters import exact_filter, volcano_filter
-from numalign.scheduler.koordinator import koordinator_filter
 from numalign.sim.cluster import builtin_cluster
 from numalign.sim.runner import simulate
 from numalign.sim.sources import parse_workload_spec

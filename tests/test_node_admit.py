@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numalign.bitmask import ids_of
 from numalign.cli import main
+from numalign.engine.bitmask import ids_of
 from numalign.machine.spec import load_machine, read_machine_file
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, parse_pods

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numalign.errors import InputError
+from numalign.inputs.quantity import cpu_millis, parse_quantity, quantity_int
 from numalign.pods import (
     Container,
     ContainerKind,
@@ -29,7 +30,6 @@ from numalign.pods import (
     pod_qos,
     read_pod_files,
 )
-from numalign.quantity import cpu_millis, parse_quantity, quantity_int
 
 GI = 1 << 30
 MI = 1 << 20

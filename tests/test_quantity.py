@@ -1,4 +1,4 @@
-"""numalign.quantity: Kubernetes quantities, byte formatting, hugepage resource names."""
+"""numalign.inputs.quantity: Kubernetes quantities, byte formatting, hugepage resource names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from numalign.errors import InputError
-from numalign.quantity import (
+from numalign.inputs.quantity import (
     cpu_millis,
     format_amount,
     format_bytes,

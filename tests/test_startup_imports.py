@@ -18,7 +18,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 #: modules (with their submodules) that registering the sub-commands must not load; "pkg." = the
 #: package's submodules (the lazy package itself is cheap)
 HEAVY = ("numpy", "yaml", "numalign.kube.", "numalign.sim.", "numalign.scheduler.",
-         "numalign.node.", "numalign.machine.", "numalign.merge", "numalign.launcher.admission",
+         "numalign.node.", "numalign.machine.", "numalign.engine.merge", "numalign.launcher.admission",
          "numalign.launcher.runs", "numalign.launcher.plan", "numalign.launcher.pinning",
          "importlib.metadata")
 #: the sub-command registration modules that are expected (cheap, no library behind them)
@@ -36,7 +36,7 @@ def imported_modules(*argv: str) -> list[str]:
             name = line.rsplit("|", 1)[1].strip()
             if name != "imported package":  # the header line
                 names.append(name)
-    assert "numalign.cli_help" in names  # the parse worked: importtime lines were found
+    assert "numalign.cli.help" in names  # the parse worked: importtime lines were found
     return names
 
 
@@ -58,9 +58,9 @@ def test_help_imports_no_heavy_module(argv: tuple[str, ...]) -> None:
 def test_importtime_parse_sees_heavy_imports() -> None:
     """The check can fail: a command that runs the engine does import the heavy modules."""
     names = imported_modules("schema", "machine")
-    assert "numalign.schemas" in names
+    assert "numalign.cli.schemas" in names
     names = imported_modules("merge", "--jsonl", os.devnull)
-    assert "numalign.merge" in heavy(names)
+    assert "numalign.engine.merge" in heavy(names)
 
 
 def test_importing_the_packages_is_cheap() -> None:

@@ -1,6 +1,6 @@
 """One owner per unit concept: the old copies must not come back.
 
-Quantities, byte formatting and hugepage names live in ``numalign/quantity.py``; cpulists and
+Quantities, byte formatting and hugepage names live in ``numalign/inputs/quantity.py``; cpulists and
 hex masks in ``numalign/cpulist.py``; Go's ParseBool/Atoi in ``numalign/goparse.py``. This test
 greps ``src/numalign`` for the spellings of the copies that were removed.
 
@@ -24,25 +24,25 @@ RULES: dict[str, tuple[re.Pattern[str], frozenset[str]]] = {
     # tables of binary suffixes ("Gi", 30) / {"Ki": ...} / ("GiB", 30): formatting by hand
     "suffix table": (
         re.compile(r"""["'](?:Ki|Mi|Gi|Ti|Pi|Ei)B?["']\s*[,:)]"""),
-        frozenset({"quantity.py"}),
+        frozenset({"inputs/quantity.py"}),
     ),
     # f"{n >> 20}Mi", f"{v // MIB}Mi": a byte amount formatted inline
-    "inline binary suffix": (re.compile(r"\}(?:Ki|Mi|Gi|Ti|Pi|Ei)\b"), frozenset({"quantity.py"})),
+    "inline binary suffix": (re.compile(r"\}(?:Ki|Mi|Gi|Ti|Pi|Ei)\b"), frozenset({"inputs/quantity.py"})),
     # the hugepages-<size> spelling outside the owner
     "hugepages prefix": (
         re.compile(r"""(?:startswith|removeprefix)\(\s*["']hugepages-|f["']hugepages-\{"""),
-        frozenset({"quantity.py"}),
+        frozenset({"inputs/quantity.py"}),
     ),
     "memory-or-hugepages test": (
         re.compile(r"""==\s*["']memory["']\s+or\b"""),
-        frozenset({"quantity.py"}),
+        frozenset({"inputs/quantity.py"}),
     ),
     # Go's ParseBool accepted set
-    "ParseBool set": (re.compile(r"""["']TRUE["']"""), frozenset({"goparse.py"})),
+    "ParseBool set": (re.compile(r"""["']TRUE["']"""), frozenset({"inputs/goparse.py"})),
     # cpulist / cpumask parsers
     "cpulist parser": (
         re.compile(r"^\s*def\s+(?:parse_cpulist|parse_cpumask|_parse_list|parse_kernel_cpulist)\b", re.M),
-        frozenset({"cpulist.py"}),
+        frozenset({"inputs/cpulist.py"}),
     ),
 }
 
@@ -50,7 +50,7 @@ RULES: dict[str, tuple[re.Pattern[str], frozenset[str]]] = {
 PENDING: dict[tuple[str, str], str] = {
 }
 
-#: quantity helpers that must be imported from numalign.quantity, not through pods
+#: quantity helpers that must be imported from numalign.inputs.quantity, not through pods
 QUANTITY_NAMES = frozenset({"parse_quantity", "quantity_int", "cpu_millis", "Quantity"})
 PENDING_POD_IMPORTS: dict[str, str] = {}
 
@@ -74,7 +74,7 @@ def _hits() -> dict[tuple[str, str], list[str]]:
 def test_no_unit_copies_outside_their_owner() -> None:
     unexpected = {k: v for k, v in _hits().items() if k not in PENDING}
     assert not unexpected, (
-        "unit logic copied outside its owner (use numalign.quantity / cpulist / goparse): "
+        "unit logic copied outside its owner (use numalign.inputs.quantity / cpulist / goparse): "
         f"{unexpected}"
     )
 
@@ -98,15 +98,15 @@ def test_quantity_helpers_are_imported_from_their_owner() -> None:
 def test_one_definition_each() -> None:
     """The unit functions are defined once, in their owner."""
     owners: dict[str, list[str]] = {
-        "parse_quantity": ["quantity.py"],
-        "quantity_int": ["quantity.py"],
-        "cpu_millis": ["quantity.py"],
+        "parse_quantity": ["inputs/quantity.py"],
+        "quantity_int": ["inputs/quantity.py"],
+        "cpu_millis": ["inputs/quantity.py"],
         # spec's is the YAML form (an int when there is no suffix) over quantity's
-        "format_bytes": ["machine/spec.py", "quantity.py"],
-        "hugepage_resource_name": ["quantity.py"],
-        "is_memory_resource": ["quantity.py"],
-        "format_cpulist": ["cpulist.py"],
-        "format_cpumask": ["cpulist.py"],
+        "format_bytes": ["inputs/quantity.py", "machine/spec.py"],
+        "hugepage_resource_name": ["inputs/quantity.py"],
+        "is_memory_resource": ["inputs/quantity.py"],
+        "format_cpulist": ["inputs/cpulist.py"],
+        "format_cpumask": ["inputs/cpulist.py"],
         "parse_go_bool": [],
         "quantity_text": [],
         "_quantity_text": [],

@@ -11,10 +11,10 @@ import re
 
 import pytest
 
-from numalign.bitmask import mask_of
-from numalign.hints import ProviderHints, TopologyHint
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import ProviderHints, TopologyHint
+from numalign.engine.policies import Policy, TopologyPolicy
 from numalign.modes import Exclusive, Mode, NumaNodeStatus, exclusive_ok, merge
-from numalign.policies import Policy, TopologyPolicy
 
 NODES = (0, 1, 2, 3)
 ALL = NODES
@@ -131,8 +131,8 @@ def test_exclusive_required_makes_the_multi_numa_hint_non_preferred() -> None:
 
 
 def _pod(name: str, cpus: int, spec: dict[str, str] | None = None) -> object:
+    from numalign.modes.koordinator.scheduling import NUMA_TOPOLOGY_SPEC
     from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
-    from numalign.scheduler.koordinator import NUMA_TOPOLOGY_SPEC
 
     req = {"cpu": cpus * 1000, "memory": 1 << 30}
     c = Container("main", ContainerKind.APP, requests=req, limits=dict(req))
@@ -151,7 +151,7 @@ def _node(policy: str = "best-effort") -> object:
 
 
 def test_koordinator_filter_policy_must_match() -> None:
-    from numalign.scheduler.koordinator import ERR_POLICY_NOT_MATCH, koordinator_filter
+    from numalign.modes.koordinator.scheduling import ERR_POLICY_NOT_MATCH, koordinator_filter
 
     node = _node("restricted")
     res = koordinator_filter(node, _pod("a", 2, {"numaTopologyPolicy": "SingleNUMANode"}))  # type: ignore[arg-type]
@@ -162,7 +162,7 @@ def test_koordinator_filter_policy_must_match() -> None:
 
 def test_koordinator_exclusive_keeps_multi_numa_pods_off_single_numa_pods() -> None:
     """The issue's example: a multi-NUMA pod is not placed next to a single-NUMA exclusive pod."""
-    from numalign.scheduler.koordinator import ERR_EXCLUSIVE, koordinator_filter, numa_status
+    from numalign.modes.koordinator.scheduling import ERR_EXCLUSIVE, koordinator_filter, numa_status
 
     node = _node("best-effort")
     small = _pod("small", 2)
@@ -176,8 +176,8 @@ def test_koordinator_exclusive_keeps_multi_numa_pods_off_single_numa_pods() -> N
 
 
 def test_koordinator_profile_is_known() -> None:
+    from numalign.modes.koordinator.scheduling import koordinator_filter
     from numalign.scheduler import get_profile
-    from numalign.scheduler.koordinator import koordinator_filter
 
     assert get_profile("koordinator").filter is koordinator_filter
 
@@ -195,7 +195,7 @@ def test_same_pcie_joint_allocation_on_dgx2() -> None:
     from numalign.errors import InputError
     from numalign.machine.hwloc import load_hwloc_xml
     from numalign.machine.model import Device
-    from numalign.scheduler.koordinator import ERR_JOINT, joint_allocate
+    from numalign.modes.koordinator.scheduling import ERR_JOINT, joint_allocate
 
     m = load_hwloc_xml(shared_path("topologies", "hwloc", "xml", "nvidiaDGX2.xml")).machine
     gpus = [d for d in m.devices if d.resource == "nvidia.com/gpu"]
@@ -225,8 +225,8 @@ def test_same_pcie_joint_allocation_on_dgx2() -> None:
 
 
 def test_merge_case_mode_field() -> None:
+    from numalign.cli.merge_case import run_case
     from numalign.errors import InputError
-    from numalign.merge_case import run_case
 
     case = {"policy": "best-effort", "numa_nodes": [0, 1],
             "providers": [{"cpu": [{"affinity": [0], "preferred": True}]},

@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import pytest
 
+from numalign.inputs.quantity import parse_quantity
 from numalign.pods import Pod, QOSClass
-from numalign.quantity import parse_quantity
 from numalign.scheduler.nrt_scores import (
     NumaZone,
     balanced_allocation_zone,

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from numalign.bitmask import mask_of
-from numalign.hints import GeneratedHints, TopologyHint
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import GeneratedHints, TopologyHint
+from numalign.engine.policies import Policy, TopologyPolicy
 from numalign.machine.model import Machine
 from numalign.machine.spec import load_machine
 from numalign.modes import Mode, merge
-from numalign.policies import Policy, TopologyPolicy
 from numalign.resources.cpu import CpuManager
 
 
@@ -204,7 +204,7 @@ spec:
 def test_volcano_job_tasks_become_pods_with_their_policy(tmp_path: object) -> None:
     from pathlib import Path
 
-    from numalign.pod_policy import VOLCANO_ANNOTATION
+    from numalign.pods.policy import VOLCANO_ANNOTATION
     from numalign.sim.manifests import read_manifest_dir
 
     d = Path(str(tmp_path))

@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numalign.cpulist import parse_cpulist
+from numalign.engine.policies import Scope
+from numalign.inputs.cpulist import parse_cpulist
 from numalign.kube.topology import build_nrt, engine_from_nrt
 from numalign.machine.model import Machine
 from numalign.machine.spec import load_machine
 from numalign.node import usage
 from numalign.node.admission import Node
 from numalign.pods import Pod, parse_pods
-from numalign.policies import Scope
 from numalign.scheduler.filters import exact_filter
 from numalign.sim.runner import _placement
 

@@ -1,4 +1,5 @@
-"""The managers own their tables: no module outside ``resources/`` and ``node/usage.py`` reads
+"""The managers own their tables: no module outside ``resources/``, Koordinator's managers
+(``modes/koordinator/``) and ``node/usage.py`` reads
 or writes them (issue 11). Everything else asks :mod:`numalign.node.usage` or a manager's
 reader methods."""
 
@@ -15,7 +16,8 @@ TABLES = frozenset({
     "machine_state", "memory_map", "number_of_assignments", "cells", "reusable",
     "allocated",
 })
-OWNERS = ("resources/", "node/usage.py")
+OWNERS = ("resources/", "modes/koordinator/cpu.py", "modes/koordinator/memory.py",
+          "modes/koordinator/devices.py", "node/usage.py")
 
 
 def _offenders() -> list[str]:

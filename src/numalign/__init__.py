@@ -60,19 +60,19 @@ _EXPORTS: dict[str, str] = {
     "pod_usage": "numalign.node.usage",
     "pod_numa_nodes": "numalign.node.usage",
     # the Topology Manager's vocabulary
-    "TopologyHint": "numalign.hints",
-    "GeneratedHints": "numalign.hints",
-    "ProviderHints": "numalign.hints",
-    "Policy": "numalign.policies",
-    "Scope": "numalign.policies",
-    "PolicyOptions": "numalign.policies",
-    "TopologyPolicy": "numalign.policies",
-    "MergeResult": "numalign.policies",
-    "parse_policy": "numalign.policies",
-    "parse_options": "numalign.policies",
-    "mask_of": "numalign.bitmask",
-    "ids_of": "numalign.bitmask",
-    "format_mask": "numalign.bitmask",
+    "TopologyHint": "numalign.engine.hints",
+    "GeneratedHints": "numalign.engine.hints",
+    "ProviderHints": "numalign.engine.hints",
+    "Policy": "numalign.engine.policies",
+    "Scope": "numalign.engine.policies",
+    "PolicyOptions": "numalign.engine.policies",
+    "TopologyPolicy": "numalign.engine.policies",
+    "MergeResult": "numalign.engine.policies",
+    "parse_policy": "numalign.engine.policies",
+    "parse_options": "numalign.engine.policies",
+    "mask_of": "numalign.engine.bitmask",
+    "ids_of": "numalign.engine.bitmask",
+    "format_mask": "numalign.engine.bitmask",
 }
 
 __all__ = [
@@ -131,7 +131,17 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static checkers see the real names
-    from numalign.bitmask import format_mask, ids_of, mask_of
+    from numalign.engine.bitmask import format_mask, ids_of, mask_of
+    from numalign.engine.hints import GeneratedHints, ProviderHints, TopologyHint
+    from numalign.engine.policies import (
+        MergeResult,
+        Policy,
+        PolicyOptions,
+        Scope,
+        TopologyPolicy,
+        parse_options,
+        parse_policy,
+    )
     from numalign.errors import (
         AdmissionError,
         InputError,
@@ -141,7 +151,6 @@ if TYPE_CHECKING:  # static checkers see the real names
         TopologyAffinityError,
         UnexpectedAdmissionError,
     )
-    from numalign.hints import GeneratedHints, ProviderHints, TopologyHint
     from numalign.machine.hwloc import load_hwloc_xml
     from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode
     from numalign.machine.nrt import load_nrt
@@ -152,12 +161,3 @@ if TYPE_CHECKING:  # static checkers see the real names
     from numalign.node.state import NodeState, PodRecord
     from numalign.node.usage import numa_amounts, pod_numa_nodes, pod_usage
     from numalign.pods import Container, Pod, QOSClass, parse_pods, read_pod_files
-    from numalign.policies import (
-        MergeResult,
-        Policy,
-        PolicyOptions,
-        Scope,
-        TopologyPolicy,
-        parse_options,
-        parse_policy,
-    )

@@ -23,6 +23,12 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
+def escape_newlines(text: str) -> str:
+    """``text`` with its line breaks escaped (``\\r``, ``\\n``): user-supplied names in a
+    file path or a field may contain them."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 class NumalignError(Exception):
     """Base class of every numalign error."""
 

@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 import yaml
 
 from numalign.errors import InputError, NumalignError, one_line
+from numalign.inputs.documents import read_yaml
 from numalign.kube.topology import build_nrt
 from numalign.machine.model import Machine
 from numalign.machine.spec import dump_machine, load_machine, read_machine_file
 from numalign.node.admission import Node
 from numalign.node.kubelet_import import CPU_FILE, MEMORY_FILE, import_kubelet_state
 from numalign.node.store import STATE_FILE
-from numalign.yamlfiles import read_yaml
 
 GROUP = "topology.node.k8s.io"
 VERSION = "v1alpha2"

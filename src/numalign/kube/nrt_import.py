@@ -42,23 +42,29 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from numalign.cpulist import parse_cpulist
 from numalign.errors import InputError
+from numalign.inputs.cpulist import parse_cpulist
+from numalign.inputs.quantity import (
+    CPU,
+    MEMORY,
+    is_hugepages_resource,
+    parse_quantity,
+    quantity_int,
+)
 from numalign.machine.model import Device, Machine, ReservedMemory
 from numalign.machine.nrt import is_zone_device_resource, nrt_to_machine, parse_counts
 from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL, Mode, parse_mode
-from numalign.node.admission import Node
-from numalign.node.state import NodeState
-from numalign.node.usage import ObservedUsage, apply_observed
-from numalign.quantity import CPU, MEMORY, is_hugepages_resource, parse_quantity, quantity_int
-from numalign.resources.cpu import POLICY_NONE as CPU_NONE
-from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
-from numalign.resources.cpu_koordinator import (
+from numalign.modes.koordinator.cpu import (
     KUBELET_CPU_MANAGER_POLICY,
     NODE_CPU_BIND_POLICY_LABEL,
     NODE_NUMA_ALLOCATE_STRATEGY_LABEL,
     parse_kubelet_cpu_policy,
 )
+from numalign.node.admission import Node
+from numalign.node.state import NodeState
+from numalign.node.usage import ObservedUsage, apply_observed
+from numalign.resources.cpu import POLICY_NONE as CPU_NONE
+from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import POLICY_NONE as MEMORY_NONE
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC

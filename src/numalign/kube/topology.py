@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from numalign.cpulist import format_cpulist
+from numalign.inputs.cpulist import format_cpulist
+from numalign.inputs.quantity import CPU, MEMORY, format_amount, is_hugepages_resource
 from numalign.kube import fingerprint as pfp
 from numalign.kube.nrt_import import (
     ATTR_ASSIGNED_CPUS,
@@ -44,7 +45,6 @@ from numalign.kube.nrt_import import (
 from numalign.machine.nrt import format_counts, is_zone_device_resource, machine_to_nrt
 from numalign.node.admission import Node
 from numalign.node.usage import numa_amounts
-from numalign.quantity import CPU, MEMORY, format_amount, is_hugepages_resource
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 
 __all__ = [

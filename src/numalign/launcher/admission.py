@@ -42,8 +42,8 @@ class LaunchRejected(NumalignError):
 
 def rejection_cause(result: PodResult, node: Node, runs: Mapping[str, Mapping[str, Any]]) -> str:
     """Why ``result`` was refused, in words (empty when there is nothing to add)."""
-    from numalign.cpulist import format_cpulist
-    from numalign.quantity import format_amount, format_bytes_human
+    from numalign.inputs.cpulist import format_cpulist
+    from numalign.inputs.quantity import format_amount, format_bytes_human
 
     parts: list[str] = []
     reason = result.reason or ""

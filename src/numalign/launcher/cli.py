@@ -92,7 +92,7 @@ def _waiting(reason: str, message: str) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """``numalign run``."""
-    from numalign.cpulist import parse_cpulist
+    from numalign.inputs.cpulist import parse_cpulist
     from numalign.launcher.admission import LaunchRejected, admit, release
     from numalign.launcher.machine import launcher_machine, load_source
     from numalign.launcher.plan import dry_run, make_plan, plan_doc, plan_text, start
@@ -171,8 +171,8 @@ def _age(seconds: float | None) -> str:
 
 def ps_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """``ps`` rows as aligned text lines."""
-    from numalign.cpulist import format_cpulist
-    from numalign.quantity import format_bytes
+    from numalign.inputs.cpulist import format_cpulist
+    from numalign.inputs.quantity import format_bytes
 
     table = [("PID", "AGE", "NUMA", "CPUS", "MEMORY", "DEVICES", "COMMAND")]
     for r in rows:

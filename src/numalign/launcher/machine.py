@@ -39,8 +39,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from numalign.errors import InputError
+from numalign.inputs.quantity import format_bytes
 from numalign.launcher.defaults import DEFAULT_POLICY
-from numalign.quantity import format_bytes
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
@@ -89,8 +89,8 @@ def launcher_machine(
     """``machine`` with the launcher's kubelet configuration (see the module docstring);
     ``memory`` = False gives ``memoryManagerPolicy: None`` (a request without memory);
     ``from_spec``: ``machine`` comes from a machine spec whose kubelet section is honoured."""
+    from numalign.engine.policies import DEFAULT_MAX_NUMA_NODES, MAX_ALLOWABLE, parse_policy
     from numalign.machine.model import KubeletConfig, ReservedMemory
-    from numalign.policies import DEFAULT_MAX_NUMA_NODES, MAX_ALLOWABLE, parse_policy
 
     kc = machine.kubelet
     honour = from_spec and kc != KubeletConfig()

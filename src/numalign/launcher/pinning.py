@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from numalign.cpulist import format_cpulist, parse_kernel_cpulist
+from numalign.inputs.cpulist import format_cpulist, parse_kernel_cpulist
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from numalign.cpulist import format_cpulist
+from numalign.inputs.cpulist import format_cpulist
 
 if TYPE_CHECKING:
     from numalign.launcher.request import LaunchRequest
@@ -43,7 +43,7 @@ class Plan:
 def make_plan(result: PodResult, machine: Machine, request: LaunchRequest, state_dir: Path | None,
               *, pin: bool = True) -> Plan:
     """How an admitted request is applied to a process (probes this process; no side effects)."""
-    from numalign.bitmask import ids_of
+    from numalign.engine.bitmask import ids_of
     from numalign.launcher.pinning import (
         device_env,
         mempolicy_problem,

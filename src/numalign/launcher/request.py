@@ -16,8 +16,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from numalign.errors import InputError
+from numalign.inputs.quantity import parse_quantity, quantity_int
 from numalign.launcher.runs import CONTAINER, NAMESPACE, Identity
-from numalign.quantity import parse_quantity, quantity_int
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from numalign.errors import InputError, StateError
+from numalign.inputs.documents import loads_json
 from numalign.launcher.proc import boot_id, proc_start_time, process_age, process_alive
 from numalign.node import store
 from numalign.node.usage import container_usage
-from numalign.yamlfiles import loads_json
 
 if TYPE_CHECKING:
     from numalign.machine.model import Machine
@@ -200,7 +200,7 @@ def _memory_by_kind(blocks: Iterable[tuple[str, tuple[int, ...], int]]) -> dict[
 
 def ps_rows(state_dir: Path) -> tuple[list[dict[str, Any]], int]:
     """Live runs in a state directory (``ps`` rows, JSON-ready), and the number of stale ones."""
-    from numalign.cpulist import format_cpulist
+    from numalign.inputs.cpulist import format_cpulist
     from numalign.node.session import node_session
 
     if not (state_dir / "state.json").exists():

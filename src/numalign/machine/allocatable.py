@@ -27,8 +27,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from numalign.errors import InputError
-from numalign.machine.model import KubeletConfig, Machine, ReservedMemory
-from numalign.quantity import (
+from numalign.inputs.quantity import (
     CPU,
     MEMORY,
     format_bytes,
@@ -37,6 +36,7 @@ from numalign.quantity import (
     parse_quantity,
     quantity_int,
 )
+from numalign.machine.model import KubeletConfig, Machine, ReservedMemory
 
 PODS = "pods"
 DEFAULT_MAX_PODS = 110

@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from numalign.errors import InputError
+from numalign.inputs.documents import read_yaml
 from numalign.machine.model import Device
-from numalign.yamlfiles import read_yaml
 
 #: Short vendor names used in resource-name templates.
 VENDOR_NAMES: Mapping[int, str] = {

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from numalign.cpulist import MAX_ID, format_cpulist, parse_cpumask
 from numalign.errors import InputError, one_line
+from numalign.inputs.cpulist import MAX_ID, format_cpulist, parse_cpumask
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode
 from numalign.machine.sysfs import Discovery
@@ -107,7 +107,7 @@ def parse_hwloc_bitmap(text: str, field: str | None = None) -> frozenset[int]:
 
     hwloc writes 32-bit words most significant first like the kernel's masks, but with a
     ``0x`` prefix and an empty word for a zero word; the infinite tail is dropped (only the
-    bits written explicitly count). The rest is :func:`numalign.cpulist.parse_cpumask`.
+    bits written explicitly count). The rest is :func:`numalign.inputs.cpulist.parse_cpumask`.
     """
     text = text.strip()
     if not text:

@@ -141,7 +141,7 @@ def kubelet_section(config: object, source: str = "kubelet config") -> dict[str,
 
 def read_kubelet_configuration(path: str) -> dict[str, Any]:
     """:func:`kubelet_section` of a KubeletConfiguration YAML (or JSON) file."""
-    from numalign.yamlfiles import read_yaml
+    from numalign.inputs.documents import read_yaml
 
     doc = read_yaml(path, "kubelet config")
     if doc is None:

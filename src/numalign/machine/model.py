@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from numalign.bitmask import mask_of
+from numalign.engine.bitmask import mask_of
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
-from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode
-from numalign.quantity import (
+from numalign.inputs.cpulist import format_cpulist, parse_cpulist
+from numalign.inputs.documents import read_yaml_documents
+from numalign.inputs.quantity import (
     CPU,
     MEMORY,
     format_amount,
@@ -48,7 +48,7 @@ from numalign.quantity import (
     parse_quantity,
     quantity_int,
 )
-from numalign.yamlfiles import read_yaml_documents
+from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode
 
 API_VERSION = "topology.node.k8s.io/v1alpha2"
 KIND = "NodeResourceTopology"
@@ -276,7 +276,7 @@ def _max_numa_nodes(attrs: Mapping[str, str], numa_nodes: int, policy: str) -> i
 
 def _valid_options(attrs: Mapping[str, str]) -> dict[str, str]:
     """``topologyManagerOption*`` attributes the kubelet would accept, each on its own."""
-    from numalign.policies import parse_options
+    from numalign.engine.policies import parse_options
 
     out: dict[str, str] = {}
     for name, value in attrs.items():

@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from numalign.errors import InputError
+from numalign.inputs.documents import read_yaml
+from numalign.inputs.quantity import cpu_millis, parse_quantity, quantity_int
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
-from numalign.quantity import cpu_millis, parse_quantity, quantity_int
-from numalign.yamlfiles import read_yaml
 
 API_GROUP = "nodeinfo.volcano.sh/"
 KIND = "Numatopology"

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from numalign.cpulist import format_cpulist
 from numalign.errors import InputError
+from numalign.inputs.cpulist import format_cpulist
+from numalign.inputs.quantity import format_bytes, format_bytes_human
 from numalign.machine.devices_naming import load_rules
 from numalign.machine.model import Machine
 from numalign.machine.sysfs import Discovery
-from numalign.quantity import format_bytes, format_bytes_human
 
 FORMATS = ("yaml", "json", "table", "nrt")
 

@@ -72,7 +72,7 @@ when it starts, with its messages:
 * ``topologyManagerScope``: ``container`` or ``pod`` (``""`` = ``container``);
 * ``topologyManagerPolicyOptions``: known options whose maturity's feature gate is on
   (``featureGates: {TopologyManagerPolicyAlphaOptions: true}`` for alpha ones; beta ones are on
-  unless ``TopologyManagerPolicyBetaOptions: false``), see :mod:`numalign.policies`;
+  unless ``TopologyManagerPolicyBetaOptions: false``), see :mod:`numalign.engine.policies`;
 * ``evictionHard``: known signals, positive quantities or percentages (unset = the
   kubelet's default ``memory.available: 100Mi``); only ``memory.available`` changes anything
   (Node Allocatable memory);
@@ -86,7 +86,7 @@ when it starts, with its messages:
 Size caps (documented limits, so no spec can take minutes or gigabytes): at most
 :data:`MAX_CPUS` (65536) logical CPUs from a ``shape``, at most :data:`MAX_DEVICES` (65536)
 devices, counts in a ``shape`` at most 4096 each; CPU ids in cpulists at most 65535
-(:mod:`numalign.cpulist`), NUMA node ids at most 1023.
+(:mod:`numalign.inputs.cpulist`), NUMA node ids at most 1023.
 
 Input ``core`` values may be per socket (Linux ``core_id``): CPUs are grouped into cores by
 ``(socket, core)`` and every core gets the kubelet's machine-wide id, the lowest CPU id of
@@ -102,14 +102,12 @@ from typing import Any
 
 import yaml
 
-from numalign.bitmask import MAX_NUMA_ID
-from numalign.cpulist import format_cpulist, parse_cpulist
-from numalign.errors import InputError
-from numalign.machine.allocatable import parse_eviction_hard, validate_reserved_memory
-from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
-from numalign.pods import _one_line
-from numalign.policies import check_kubelet_policy, check_kubelet_scope, parse_options
-from numalign.quantity import (
+from numalign.engine.bitmask import MAX_NUMA_ID
+from numalign.engine.policies import check_kubelet_policy, check_kubelet_scope, parse_options
+from numalign.errors import InputError, escape_newlines
+from numalign.inputs.cpulist import format_cpulist, parse_cpulist
+from numalign.inputs.documents import read_yaml
+from numalign.inputs.quantity import (
     CPU,
     HUGEPAGES_PREFIX,
     MEMORY,
@@ -119,9 +117,10 @@ from numalign.quantity import (
     parse_quantity,
     quantity_int,
 )
-from numalign.quantity import format_bytes as quantity_text
-from numalign.resources.cpu_koordinator import parse_kubelet_cpu_policy
-from numalign.yamlfiles import read_yaml
+from numalign.inputs.quantity import format_bytes as quantity_text
+from numalign.machine.allocatable import parse_eviction_hard, validate_reserved_memory
+from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
+from numalign.modes.koordinator.cpu import parse_kubelet_cpu_policy
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 
@@ -720,7 +719,7 @@ def load_machine(data: object, source: str = "machine") -> Machine:
         return _load(data, source)
     except InputError as e:
         field = f"{source}: {e.field}" if e.field else source
-        raise InputError(_one_line(e.problem), _one_line(field)) from None
+        raise InputError(escape_newlines(e.problem), escape_newlines(field)) from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # pragma: no cover - guard
         raise InputError(f"invalid machine spec: {e}", source) from None
 

@@ -21,7 +21,7 @@ What is read:
 Hostile captures are bounded (``docs/limits.md``): a file read is at most
 :data:`MAX_SYSFS_FILE_BYTES` (a larger one, a FIFO or a device counts as unreadable), a number
 longer than 24 characters is unparsable, ``cpuN``/``nodeN`` entries above
-:data:`numalign.cpulist.MAX_ID` and PCI devices beyond :data:`MAX_PCI_DEVICES` are ignored with a
+:data:`numalign.inputs.cpulist.MAX_ID` and PCI devices beyond :data:`MAX_PCI_DEVICES` are ignored with a
 warning, symlink loops read as missing files; a tarball is at most :data:`MAX_TARBALL_BYTES`,
 :data:`MAX_TAR_MEMBERS` members and :data:`MAX_TAR_CONTENT_BYTES` of content, and members
 larger than :data:`MAX_SYSFS_FILE_BYTES` are not unpacked.
@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from numalign.cpulist import MAX_ID, format_cpulist, parse_cpumask, parse_kernel_cpulist
 from numalign.errors import InputError, one_line
+from numalign.inputs.cpulist import MAX_ID, format_cpulist, parse_cpumask, parse_kernel_cpulist
 from numalign.machine.capture_tree import CaptureTree, escapes
 from numalign.machine.devices_naming import DeviceRules, PciDevice
 from numalign.machine.model import Cpu, Machine, NumaNode

@@ -21,19 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from numalign import modes
-from numalign.bitmask import ids_of
-from numalign.errors import AdmissionError, InputError
-from numalign.hints import ProviderHints
-from numalign.machine.allocatable import node_allocatable
-from numalign.machine.model import Machine
-from numalign.modes import Mode, koordinator_policy, node_mode
-from numalign.node.plan_cache import PlanCache, plan_key
-from numalign.node.predicates import fits
-from numalign.node.state import ContainerRecord, NodeState, PodRecord
-from numalign.node.usage import container_usage
-from numalign.pod_policy import pod_policy
-from numalign.pods import Pod, effective_pod_requests
-from numalign.policies import (
+from numalign.engine.bitmask import ids_of
+from numalign.engine.hints import ProviderHints
+from numalign.engine.policies import (
     MergeResult,
     Policy,
     Scope,
@@ -42,15 +32,25 @@ from numalign.policies import (
     parse_policy,
     parse_scope,
 )
+from numalign.engine.scopes import Decision, Merge, Rejected, admit
+from numalign.errors import AdmissionError, InputError
+from numalign.machine.allocatable import node_allocatable
+from numalign.machine.model import Machine
+from numalign.modes import Mode, koordinator_policy, node_mode
+from numalign.modes.koordinator.cpu import KoordinatorCpuManager
+from numalign.modes.koordinator.devices import KoordinatorDeviceManager
+from numalign.modes.koordinator.memory import KoordinatorNumaResource
+from numalign.node.plan_cache import PlanCache, plan_key
+from numalign.node.predicates import fits
+from numalign.node.state import ContainerRecord, NodeState, PodRecord
+from numalign.node.usage import container_usage
+from numalign.pods import Pod, effective_pod_requests
+from numalign.pods.policy import pod_policy
 from numalign.resources.base import Provider
 from numalign.resources.cpu import CpuManager
-from numalign.resources.cpu_koordinator import KoordinatorCpuManager
 from numalign.resources.devices import DeviceManager
-from numalign.resources.devices_koordinator import KoordinatorDeviceManager
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 from numalign.resources.memory import MemoryManager
-from numalign.resources.memory_koordinator import KoordinatorNumaResource
-from numalign.scopes import Decision, Merge, Rejected, admit
 
 DYNAMIC = "dynamic"  # KEP-693: the node applies each pod's own policy
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from numalign.errors import InputError, StateError
+from numalign.inputs.documents import read_json
 from numalign.machine.model import Machine
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.resources.cpu import CpuManager, CpuState
 from numalign.resources.memory import MemoryState
-from numalign.yamlfiles import read_json
 
 CPU_FILE = "cpu_manager_state"
 MEMORY_FILE = "memory_manager_state"

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
+from numalign.inputs.cpulist import format_cpulist, parse_cpulist
 from numalign.machine.model import Machine
 from numalign.node.usage import NodeView, ObservedUsage, pods_usage
 

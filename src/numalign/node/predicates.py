@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from numalign.inputs.quantity import CPU, MEMORY
 from numalign.machine.allocatable import PODS, node_allocatable
 from numalign.machine.model import Machine
-from numalign.quantity import CPU, MEMORY
 
 EPHEMERAL_STORAGE = "ephemeral-storage"
 _FIRST = (CPU, MEMORY)

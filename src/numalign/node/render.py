@@ -5,12 +5,12 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
-from numalign.bitmask import format_mask, ids_of
-from numalign.cpulist import format_cpulist
-from numalign.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.engine.bitmask import format_mask, ids_of
+from numalign.engine.hints import GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.engine.scopes import Decision
+from numalign.inputs.cpulist import format_cpulist
+from numalign.inputs.quantity import format_bytes, is_memory_resource
 from numalign.node.admission import ContainerResult, Node, PodResult
-from numalign.quantity import format_bytes, is_memory_resource
-from numalign.scopes import Decision
 
 #: Rule-generated hint sets are listed in full up to this many masks in explanations.
 EXPLAIN_LIST_LIMIT = 255

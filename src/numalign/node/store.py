@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from numalign.errors import InputError, StateError
-from numalign.yamlfiles import MAX_DOCUMENT_BYTES, loads_json
+from numalign.inputs.documents import MAX_DOCUMENT_BYTES, loads_json
 
 FORMAT = "numalign-node-state"
 VERSION = 1

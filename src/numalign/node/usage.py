@@ -27,7 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from numalign.engine.policies import Scope
 from numalign.errors import InputError
+from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name, is_memory_resource
 from numalign.machine.model import Machine
 from numalign.node.state import NodeState, PodRecord
 from numalign.pods import (
@@ -39,8 +41,6 @@ from numalign.pods import (
     guaranteed_cpus,
     pod_guaranteed_cpus,
 )
-from numalign.policies import Scope
-from numalign.quantity import CPU, MEMORY, hugepage_resource_name, is_memory_resource
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 from numalign.resources.memory import Block

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from numalign.hints import ProviderHints, TopologyHint
+from numalign.engine.hints import ProviderHints, TopologyHint
 from numalign.pods import Container, Pod
 
 

@@ -14,7 +14,7 @@ Behaviour follows ``pkg/kubelet/cm/cpumanager/policy_static.go`` and ``policy_op
   mask holding every reusable CPU (init-container CPUs of the pod) and enough available CPUs;
   preferred = the mask is as narrow as the narrowest mask that could hold the request on an
   *empty* machine (or, with ``align-by-socket``, spans the minimal number of sockets). They
-  are returned as a :class:`~numalign.hints.GeneratedHints` so no 2^N list is built;
+  are returned as a :class:`~numalign.engine.hints.GeneratedHints` so no 2^N list is built;
 * **allocation** (:meth:`CpuManager.allocate`): ``full-pcpus-only`` SMT checks, then CPUs of
   the hint's NUMA nodes first (widened to whole sockets with ``align-by-socket``) and the rest
   from anywhere, with the algorithms of :mod:`numalign.resources.cpu_assignment`; an init
@@ -32,19 +32,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from numalign import goparse
-from numalign.bitmask import ids_of, mask_of
-from numalign.cpulist import format_cpulist
+from numalign.engine.bitmask import ids_of, mask_of
+from numalign.engine.hints import Demand, GeneratedHints, ProviderHints, TopologyHint
 from numalign.errors import (
     InputError,
     SMTAlignmentError,
     StateError,
     UnexpectedAdmissionError,
 )
-from numalign.hints import Demand, GeneratedHints, ProviderHints, TopologyHint
+from numalign.inputs import goparse
+from numalign.inputs.cpulist import format_cpulist
+from numalign.inputs.quantity import CPU
 from numalign.machine.model import Machine
 from numalign.pods import Container, ContainerKind, Pod, guaranteed_cpus, pod_guaranteed_cpus
-from numalign.quantity import CPU
 from numalign.resources.cpu_assignment import (
     CpuAssignmentError,
     CpuTopology,
@@ -480,7 +480,7 @@ class CpuManager:
         Feasible mask M (inside the NUMA nodes that have CPUs): every reusable CPU's node is
         in M and ``|reusable| + |available CPUs on M|`` reaches ``n`` - monotone in M. The
         kubelet counts both terms without de-duplication; so does this. The rule is also
-        handed over as data (a :class:`~numalign.hints.Demand`: available CPUs per node,
+        handed over as data (a :class:`~numalign.engine.hints.Demand`: available CPUs per node,
         ``n - |reusable|`` needed, every reusable CPU's node touched).
         """
         d = self.topology.details

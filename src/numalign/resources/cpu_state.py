@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numalign.cpulist import format_cpulist, parse_cpulist
 from numalign.errors import InputError
+from numalign.inputs.cpulist import format_cpulist, parse_cpulist
 
 POLICY_NONE = "none"
 POLICY_STATIC = "static"

@@ -15,7 +15,7 @@ Behaviour follows ``pkg/kubelet/cm/devicemanager/topology_hints.go`` and ``manag
   node touches it and (reusable devices with a NUMA node) + (available devices touching it)
   >= request; preferred iff its popcount equals the smallest mask touching at least
   ``request`` devices of the resource, healthy or not. Both conditions are monotone, so the
-  hints are a :class:`~numalign.hints.GeneratedHints` over all NUMA nodes.
+  hints are a :class:`~numalign.engine.hints.GeneratedHints` over all NUMA nodes.
 
 Allocation (``devicesToAllocate`` + ``filterByAffinity``) takes, per resource: the reusable
 init-container devices first, then devices with a NUMA node in the hint, then devices whose
@@ -43,12 +43,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from numalign.bitmask import mask_of
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.engine.merge_budget import Budget
+from numalign.engine.merge_search import Family, min_size
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
-from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
 from numalign.machine.model import Device, Machine
-from numalign.merge_budget import Budget
-from numalign.merge_search import Family, min_size
 from numalign.pods import Container, ContainerKind, Pod
 
 __all__ = [

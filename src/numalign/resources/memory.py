@@ -25,7 +25,7 @@ may be built by hand: such a container is left alone (no hints, nothing allocate
 than failing with the kubelet's "failed to get the default NUMA affinity" for an empty
 request.
 
-Hint sets are :class:`~numalign.hints.GeneratedHints`: the monotone part has as universe the
+Hint sets are :class:`~numalign.engine.hints.GeneratedHints`: the monotone part has as universe the
 nodes without assignments (for those, every mask passes the group rule, and the capacity
 checks are monotone); ``extra`` holds the allowed masks outside it - single nodes holding
 single-NUMA blocks, existing groups, and masks that pass only thanks to reusable
@@ -42,15 +42,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from numalign.bitmask import ids_of, mask_of
+from numalign.engine.bitmask import ids_of, mask_of
+from numalign.engine.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.engine.merge_budget import Budget
+from numalign.engine.merge_order import colex_best
+from numalign.engine.merge_search import Family, joint_reach, min_size
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
-from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.inputs.quantity import MEMORY, hugepage_resource_name, is_memory_resource
 from numalign.machine.model import Machine
-from numalign.merge_budget import Budget
-from numalign.merge_order import colex_best
-from numalign.merge_search import Family, joint_reach, min_size
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
-from numalign.quantity import MEMORY, hugepage_resource_name, is_memory_resource
 
 __all__ = [
     "POLICY_NONE",
@@ -621,7 +621,7 @@ def _narrowest(gen: GeneratedHints, within: int) -> int | None:
     that many, so the best hint is the narrowest feasible superset of ``within``: the
     narrowest extra mask holding it, or from the monotone part the smallest size ``k`` that
     a superset reaches (binary search) and the smallest integer among those of size ``k``
-    (:func:`numalign.merge_order.colex_best`) - no mask is listed.
+    (:func:`numalign.engine.merge_order.colex_best`) - no mask is listed.
     """
     found = min(
         (m for m in gen.extra if m & within == within), key=lambda m: (m.bit_count(), m), default=None

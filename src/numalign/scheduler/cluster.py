@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name, is_hugepages_resource
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.node.plan_cache import PlanCache
 from numalign.pods import Pod, effective_pod_requests
-from numalign.quantity import CPU, MEMORY, hugepage_resource_name, is_hugepages_resource
 
 
 def node_allocatable(machine: Machine) -> dict[str, int]:

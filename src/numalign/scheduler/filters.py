@@ -7,7 +7,7 @@ node passes and how many NUMA nodes the pod would use there (for NUMA-aware scor
   container (container scope) or for the pod's effective request (pod scope).
 * :func:`volcano_filter` - Volcano ``numa-aware``: Guaranteed pods only, the pod's policy must
   equal the node's, only app containers, CPU hints only, the pre-1.21 merge rule. The
-  admission is answered from a memo (:mod:`numalign.scheduler.volcano_fast`);
+  admission is answered from a memo (:mod:`numalign.modes.volcano.fast`);
   :func:`volcano_filter_reference` runs it every time and is what the memo must agree with.
 """
 
@@ -16,19 +16,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from numalign.engine.merge_budget import MergeTooLarge
+from numalign.engine.policies import Policy, Scope, TopologyPolicy
+from numalign.engine.scopes import admit
 from numalign.errors import AdmissionError
-from numalign.merge_budget import MergeTooLarge
+from numalign.inputs.quantity import CPU, is_memory_resource
+from numalign.modes.volcano.fast import VolcanoMemo
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
 from numalign.node.usage import cpus_numa_nodes, numa_amounts, pod_numa_nodes
-from numalign.pod_policy import VOLCANO_ANNOTATION
 from numalign.pods import Pod, QOSClass, effective_pod_requests
-from numalign.policies import Policy, Scope, TopologyPolicy
-from numalign.quantity import CPU, is_memory_resource
+from numalign.pods.policy import VOLCANO_ANNOTATION
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.cpu import CpuManager
-from numalign.scheduler.volcano_fast import VolcanoMemo
-from numalign.scopes import admit
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ VOLCANO_MEMO: VolcanoMemo[FilterResult] = VolcanoMemo()
 def volcano_filter(node: Node, pod: Pod) -> FilterResult:
     """Volcano ``numa-aware``'s predicate: the policy checks, then the admission's answer
     from a memo keyed by the node's configuration, the pod's Volcano shape and the node's
-    available CPUs (:mod:`numalign.scheduler.volcano_fast`) - the same answer as
+    available CPUs (:mod:`numalign.modes.volcano.fast`) - the same answer as
     :func:`volcano_filter_reference`, computed once per distinct key."""
     early = volcano_policy_check(node, pod)
     if early is not None:

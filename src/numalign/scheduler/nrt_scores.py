@@ -34,9 +34,9 @@ from fractions import Fraction
 from itertools import combinations
 from statistics import variance
 
+from numalign.inputs.quantity import CPU, is_hugepages_resource
+from numalign.inputs.quantity import MEMORY as _MEMORY
 from numalign.pods import QOSClass
-from numalign.quantity import CPU, is_hugepages_resource
-from numalign.quantity import MEMORY as _MEMORY
 
 #: framework.MaxNodeScore
 MAX_NODE_SCORE = 100

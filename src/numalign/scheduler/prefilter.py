@@ -35,6 +35,8 @@ from itertools import accumulate
 import numpy as np
 import numpy.typing as npt
 
+from numalign.engine.policies import Policy, Scope
+from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name
 from numalign.machine.model import Machine
 from numalign.modes import Mode
 from numalign.node.admission import Node, PodResult
@@ -48,8 +50,6 @@ from numalign.node.usage import (
     numa_free_columns,
 )
 from numalign.pods import Pod
-from numalign.policies import Policy, Scope
-from numalign.quantity import CPU, MEMORY, hugepage_resource_name
 
 #: the amount a group needs on a row it does not check (every free amount passes)
 _NO_NEED = int(np.iinfo(np.int64).min)

@@ -14,7 +14,7 @@
   match the node's, the engine plans, and ``SingleNUMANodeExclusive: Required`` refuses mixing
   single- and multi-NUMA pods on a NUMA node; every node runs in the ``koordinator`` engine
   mode (Koordinator's CPU bind policies and hints); scored by NodeNUMAResource's
-  LeastAllocated over the pod's NUMA nodes (:mod:`numalign.scheduler.koordinator`).
+  LeastAllocated over the pod's NUMA nodes (:mod:`numalign.modes.koordinator.scheduling`).
 * ``numalign`` - the node engine is the filter (exact); LeastAllocated + LeastNUMANodes,
   searched best-first so that only the nodes that can still win are checked.
 
@@ -30,13 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from numalign import goparse
 from numalign.errors import InputError
+from numalign.inputs import goparse
 from numalign.modes import Mode
+from numalign.modes.koordinator.scheduling import KoordinatorNumaScore, koordinator_filter
+from numalign.modes.volcano.select import Pick, SchedulerView, VolcanoSelect
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter, volcano_filter
-from numalign.scheduler.koordinator import KoordinatorNumaScore, koordinator_filter
 from numalign.scheduler.scorers import (
     LeastNumaNodes,
     NodeScore,
@@ -46,7 +47,6 @@ from numalign.scheduler.scorers import (
     VolcanoNumaAware,
     least_allocated,
 )
-from numalign.scheduler.volcano_select import Pick, SchedulerView, VolcanoSelect
 
 Filter = Callable[[Node, Pod], FilterResult]
 #: a relative profile's own node choice: ``(scheduler, pod, its node-level request vector) ->

@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from numalign.merge_budget import MergeTooLarge
+from numalign.engine.merge_budget import MergeTooLarge
+from numalign.engine.policies import Policy
 from numalign.node.admission import PodResult
 from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
-from numalign.policies import Policy
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
 from numalign.scheduler.prefilter import NumaPrefilter

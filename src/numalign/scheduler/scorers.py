@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from numalign.engine.policies import Policy, Scope
 from numalign.node.usage import numa_amounts
 from numalign.pods import QOSClass, effective_pod_requests
-from numalign.policies import Policy, Scope
 from numalign.scheduler import nrt_scores
 from numalign.scheduler.nrt_scores import NumaZone
 

@@ -40,10 +40,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from numalign.errors import InputError
+from numalign.inputs.documents import read_yaml
+from numalign.inputs.quantity import hugepage_resource_name
 from numalign.machine.model import Machine
 from numalign.machine.spec import load_machine
-from numalign.quantity import hugepage_resource_name
-from numalign.yamlfiles import read_yaml
 
 NodeList = list[tuple[str, Machine]]
 

@@ -4,7 +4,7 @@ Every ``*.yaml``, ``*.yml`` and ``*.json`` file directly in the directory is rea
 :func:`numalign.pods.parse_pods` (one Pod, a List, or multi-document YAML per file), in
 file-name order, pods in file order. A Volcano Job (``batch.volcano.sh/v1alpha1``) stands for
 the pods Volcano creates for its tasks, each carrying its task's ``topologyPolicy``
-(:mod:`numalign.sim.volcano_jobs`). Arrival times:
+(:mod:`numalign.modes.volcano.jobs`). Arrival times:
 
 * a pod with the annotation ``numalign.io/arrival-seconds: "<seconds>"`` arrives then;
 * the others are evenly spaced: the *i*-th pod without the annotation (counting from 0 over
@@ -22,8 +22,9 @@ import math
 import os
 
 from numalign.errors import InputError
+from numalign.inputs.documents import read_yaml_documents
+from numalign.modes.volcano.jobs import expand_documents
 from numalign.pods import Pod, parse_pods
-from numalign.sim.volcano_jobs import expand_documents
 from numalign.sim.workloads import (
     ARRIVAL_ANNOTATION,
     DURATION_ANNOTATION,
@@ -32,7 +33,6 @@ from numalign.sim.workloads import (
     WorkloadSpec,
     option_float,
 )
-from numalign.yamlfiles import read_yaml_documents
 
 EXTENSIONS = (".yaml", ".yml", ".json")
 

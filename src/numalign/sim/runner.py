@@ -38,13 +38,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from numalign.bitmask import mask_of
+from numalign.engine.bitmask import mask_of
+from numalign.engine.policies import Scope
 from numalign.errors import InputError
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.node.usage import fewest_numa_nodes, numa_amounts, pod_usage
 from numalign.pods import Pod
-from numalign.policies import Scope
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.profiles import PROFILES, get_profile
 from numalign.scheduler.scheduler import Scheduler

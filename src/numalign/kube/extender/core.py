@@ -29,16 +29,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from numalign.engine.merge_budget import MergeTooLarge
 from numalign.errors import InputError, NumalignError
 from numalign.kube.extender.gcfreeze import FreezePolicy
 from numalign.kube.extender.limits import check_nrt
 from numalign.kube.metrics import ExtenderMetrics
 from numalign.kube.topology import engine_from_nrt, fingerprint_of
-from numalign.merge_budget import MergeTooLarge
 from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes
-from numalign.pod_policy import KOORDINATOR_ANNOTATION, VOLCANO_ANNOTATION
 from numalign.pods import Pod
+from numalign.pods.policy import KOORDINATOR_ANNOTATION, VOLCANO_ANNOTATION
 from numalign.scheduler import Profile, get_profile
 
 MAX_EXTENDER_PRIORITY = 10

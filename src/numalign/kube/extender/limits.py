@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from numalign.errors import InputError
-from numalign.quantity import CPU, is_memory_resource, parse_quantity
+from numalign.inputs.quantity import CPU, is_memory_resource, parse_quantity
 
 #: deepest nesting of mappings/lists an NRT object may have (a real one has about 6)
 MAX_DEPTH = 32

@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from numalign.errors import InputError, NumalignError
+from numalign.inputs.documents import loads_json
 from numalign.kube.extender import wire
 from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import ExtenderCore
@@ -40,7 +41,6 @@ from numalign.kube.extender.wire import BadRequest
 from numalign.kube.metrics import CONTENT_TYPE
 from numalign.kube.openapi import openapi_document
 from numalign.scheduler import get_profile
-from numalign.yamlfiles import loads_json
 
 __all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS", "GET_PATHS", "HEALTH_PATHS",
            "MAX_HEADERS", "MAX_HEADER_LINE", "MAX_OVERFLOW_CONNECTIONS", "OVERFLOW_DEADLINE",

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from numalign.errors import InputError
+from numalign.inputs.documents import load_yaml_all, loads_json, read_text
 from numalign.kube.extender.core import ExtenderCore
-from numalign.yamlfiles import load_yaml_all, loads_json, read_text
 
 #: largest NRT file read (bytes); a real object is a few KiB
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -30,7 +30,7 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 
 def parse_nrt_text(text: str, where: str) -> list[Any]:
     """The objects of one NRT file (``List`` kinds expanded); :class:`InputError` if it cannot
-    be parsed within the bounds of :mod:`numalign.yamlfiles` (size, nesting depth, values);
+    be parsed within the bounds of :mod:`numalign.inputs.documents` (size, nesting depth, values);
     each object is held to :func:`~numalign.kube.extender.limits.check_nrt` when built."""
     if len(text) > MAX_FILE_BYTES:
         raise InputError(f"larger than {MAX_FILE_BYTES} bytes", where)

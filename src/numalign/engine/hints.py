@@ -1,7 +1,7 @@
 """Topology hints and hint sets: what a resource provider answers for one resource.
 
 A :class:`TopologyHint` is ``(affinity, preferred)`` where ``affinity`` is a NUMA mask (an
-``int``, see :mod:`numalign.bitmask`) or ``None`` ("any NUMA node"). ``None`` and the empty
+``int``, see :mod:`numalign.engine.bitmask`) or ``None`` ("any NUMA node"). ``None`` and the empty
 mask ``0`` are different things, as in the kubelet.
 
 A provider answers with a mapping ``resource name -> answer`` (or ``None`` for no answer at
@@ -10,7 +10,7 @@ all). An answer is:
 * ``None`` - no preference for this resource;
 * an empty sequence - the resource cannot be satisfied;
 * a non-empty sequence of :class:`TopologyHint` - an explicit list, as the kubelet's providers
-  return (order is irrelevant to the merged result, see :mod:`numalign.merge`);
+  return (order is irrelevant to the merged result, see :mod:`numalign.engine.merge`);
 * a :class:`GeneratedHints` - the same set of hints described by a rule instead of a list, so
   a provider on a 64-NUMA machine need not list 2^64 masks.
 
@@ -31,10 +31,10 @@ groups are sockets), or ``is_preferred`` (an opaque predicate, when given) says 
 
 The managers also describe the monotone rule *as data*, a :class:`Demand` ("the mask holds
 enough of every resource and touches every node it must"), so the merge can reason about it
-without calling ``feasible`` on every mask (:mod:`numalign.merge`). ``feasible`` stays the
+without calling ``feasible`` on every mask (:mod:`numalign.engine.merge`). ``feasible`` stays the
 source of truth: for every mask inside the universe, ``demand.feasible(mask) ==
 feasible(mask)``. A family without a ``demand`` is still merged exactly, only with less
-pruning (and a size cap, see :mod:`numalign.merge`).
+pruning (and a size cap, see :mod:`numalign.engine.merge`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from numalign.bitmask import format_mask, ids_of, iterate_masks, masks_of_size
+from numalign.engine.bitmask import format_mask, ids_of, iterate_masks, masks_of_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +202,7 @@ def flatten(providers: Sequence[ProviderHints]) -> list[HintList]:
     list; a resource answered ``None`` likewise; a resource answered ``[]`` contributes the
     "cannot satisfy" list ``[(None, False)]``. Resources are taken in sorted name order (the
     kubelet iterates a Go map, in random order; the merged result does not depend on the
-    order, see :mod:`numalign.merge`).
+    order, see :mod:`numalign.engine.merge`).
     """
     out: list[HintList] = []
     for provider in providers:

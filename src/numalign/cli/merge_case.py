@@ -19,16 +19,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from numalign import modes
-from numalign.bitmask import MAX_NUMA_ID, ids_of, mask_of
-from numalign.errors import InputError
-from numalign.hints import ProviderHints, TopologyHint
-from numalign.modes import RULES, Mode, parse_mode
-from numalign.policies import (
+from numalign.engine.bitmask import MAX_NUMA_ID, ids_of, mask_of
+from numalign.engine.hints import ProviderHints, TopologyHint
+from numalign.engine.policies import (
     MergeResult,
     TopologyPolicy,
     parse_options,
     parse_policy,
 )
+from numalign.errors import InputError
+from numalign.modes import RULES, Mode, parse_mode
 
 _CASE_KEYS = ("policy", "numa_nodes", "distances", "options", "providers", "mode")
 #: the kubelet's ``--topology-manager-policy`` names (other spellings belong to NRT/Koordinator)

@@ -2,7 +2,7 @@
 
 Parsing of Kubernetes manifests (``v1`` Pod, List, multi-document YAML) and the QoS /
 effective-request rules live here too (see ``spec/kubelet.md`` section 7); quantity syntax is
-:mod:`numalign.quantity`'s.
+:mod:`numalign.inputs.quantity`'s.
 
 Units inside the engine: ``cpu`` in millicores; ``memory``, ``hugepages-<size>`` and
 ``ephemeral-storage`` in bytes; extended resources (``nvidia.com/gpu``) as counts.
@@ -26,7 +26,7 @@ does). ``apiVersion`` may be omitted; if present it must be ``v1``. What it keep
 
 **Annotations of other schedulers** (``volcano.sh/numa-topology-policy``,
 ``scheduling.koordinator.sh/numa-topology-spec``) likewise count only on ``dynamic`` nodes
-(:mod:`numalign.pod_policy`); on a node with a kubelet policy they change nothing, because the
+(:mod:`numalign.pods.policy`); on a node with a kubelet policy they change nothing, because the
 kubelet ignores them.
 
 **Strict fields**, like ``kubectl --validate=strict``: at every level numalign parses (the
@@ -55,9 +55,9 @@ from enum import StrEnum
 from fractions import Fraction
 from functools import cached_property
 
-from numalign.errors import InputError
-from numalign.quantity import cpu_millis, is_hugepages_resource, parse_quantity, quantity_int
-from numalign.yamlfiles import read_yaml_documents
+from numalign.errors import InputError, escape_newlines
+from numalign.inputs.documents import read_yaml_documents
+from numalign.inputs.quantity import cpu_millis, is_hugepages_resource, parse_quantity, quantity_int
 
 
 class QOSClass(StrEnum):
@@ -129,11 +129,6 @@ class Pod:
     @cached_property
     def _effective_limits(self) -> dict[str, int]:
         return _effective(self, lambda c: c.limits)
-
-
-def _one_line(text: str) -> str:
-    """Error text on one line: user-supplied names may contain line breaks."""
-    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 # --------------------------------------------------------------------------------------------
@@ -511,7 +506,7 @@ def parse_pods(documents: object, source: str = "pods", *, strict: bool = True) 
             _parse_document(doc, out, strict)
         except InputError as e:
             field = f"{where}: {e.field}" if e.field else where
-            raise InputError(_one_line(e.problem), _one_line(field)) from None
+            raise InputError(escape_newlines(e.problem), escape_newlines(field)) from None
     return out
 
 
@@ -528,6 +523,6 @@ def read_pod_files(paths: Iterable[str], *, require_pods: bool = False) -> list[
         found = parse_pods(read_yaml_documents(path), path)
         if require_pods and not found:
             raise InputError("no pod in this file (it is empty or has only empty documents)",
-                             _one_line(path))
+                             escape_newlines(path))
         pods.extend(found)
     return pods

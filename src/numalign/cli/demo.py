@@ -8,9 +8,9 @@ policy.
 
 from __future__ import annotations
 
-from numalign.bitmask import format_mask, mask_of
-from numalign.hints import ProviderHints, TopologyHint
-from numalign.policies import Policy, TopologyPolicy
+from numalign.engine.bitmask import format_mask, mask_of
+from numalign.engine.hints import ProviderHints, TopologyHint
+from numalign.engine.policies import Policy, TopologyPolicy
 
 N0, N1, BOTH = mask_of([0]), mask_of([1]), mask_of([0, 1])
 

@@ -16,7 +16,7 @@ few passes over per-node arrays:
   depend on the pod and on the node's policy and CPU manager policy only: answered once per
   such class of nodes (the per-node arrays of one pattern of class answers are kept);
 * the admission's answer is looked up for every node in the predicate's memo
-  (:mod:`numalign.scheduler.volcano_fast`) through each node's key, kept per node and
+  (:mod:`numalign.modes.volcano.fast`) through each node's key, kept per node and
   refreshed when ``cluster.version`` says the node changed; answers the memo lacks are
   computed with the reference admission only for fitting nodes the walk reaches (ranked no
   later than the ``nodes_to_score``-th that passed), once per distinct key;
@@ -38,6 +38,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from numalign.modes.volcano.fast import FAILED, PASSED, UNKNOWN, VolcanoMemo, counts_suffice
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
@@ -54,7 +55,6 @@ from numalign.scheduler.scorers import (
     least_allocated,
     volcano_numa_aware,
 )
-from numalign.scheduler.volcano_fast import FAILED, PASSED, UNKNOWN, VolcanoMemo, counts_suffice
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

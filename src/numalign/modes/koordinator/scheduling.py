@@ -27,7 +27,7 @@ Read from koordinator-sh/koordinator:
 
 The filter runs the node in the ``koordinator`` engine mode (:mod:`numalign.modes`: the pod's and
 the node label's policy, pod scope, Koordinator's CPU hints and bind policies from
-:mod:`numalign.resources.cpu_koordinator`) and plans with it; the Score reuses that plan.
+:mod:`numalign.modes.koordinator.cpu`) and plans with it; the Score reuses that plan.
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from numalign.engine.merge_budget import MergeTooLarge
+from numalign.engine.policies import Policy
 from numalign.errors import InputError
+from numalign.inputs.quantity import CPU, MEMORY
 from numalign.machine.model import Device, Machine
-from numalign.merge_budget import MergeTooLarge
 from numalign.modes import (
     NUMA_TOPOLOGY_SPEC,
     Exclusive,
@@ -60,8 +62,6 @@ from numalign.node.usage import (
     pods_usage,
 )
 from numalign.pods import Pod, effective_pod_requests
-from numalign.policies import Policy
-from numalign.quantity import CPU, MEMORY
 from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.nrt_scores import MAX_NODE_SCORE
 from numalign.scheduler.scorers import NumaScore

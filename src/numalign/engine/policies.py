@@ -14,17 +14,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from numalign import goparse
-from numalign.bitmask import mask_of
-from numalign.errors import InputError
-from numalign.hints import (
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import (
     GeneratedHints,
     HintList,
     ProviderHints,
     TopologyHint,
     flatten,
 )
-from numalign.merge import NARROWEST, FitOrder, merge_lists, merge_lists_legacy
+from numalign.engine.merge import NARROWEST, FitOrder, merge_lists, merge_lists_legacy
+from numalign.errors import InputError
+from numalign.inputs import goparse
 
 
 class Policy(StrEnum):

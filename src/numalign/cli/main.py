@@ -18,8 +18,8 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from numalign.merge_case import run_case
-    from numalign.yamlfiles import loads_json, read_text
+    from numalign.cli.merge_case import run_case
+    from numalign.inputs.documents import loads_json, read_text
 
     text = read_text(args.file, "merge case")
     out: TextIO = sys.stdout
@@ -104,7 +104,7 @@ def _read_pods(paths: Sequence[str]) -> list[Any]:
         if path != "-":
             pods.extend(read_pod_files([path], require_pods=True))
             continue
-        from numalign.yamlfiles import load_yaml_all, read_text
+        from numalign.inputs.documents import load_yaml_all, read_text
 
         docs = load_yaml_all(read_text("-"), "stdin")  # bounded: size, depth, encoding
         found = parse_pods(docs, "stdin")
@@ -184,7 +184,7 @@ def _cmd_discover(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from numalign.schemas import schema_text
+    from numalign.cli.schemas import schema_text
 
     sys.stdout.write(schema_text(args.format))
     return 0
@@ -203,7 +203,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from numalign.demo import walkthrough
+    from numalign.cli.demo import walkthrough
 
     print(walkthrough())
     return 0
@@ -237,7 +237,7 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from numalign.cli_help import document
+    from numalign.cli.help import document
 
     parser = argparse.ArgumentParser(
         prog="numalign",

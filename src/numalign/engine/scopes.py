@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from numalign.engine.hints import ProviderHints, TopologyHint
+from numalign.engine.policies import MergeResult, Policy, Scope, TopologyPolicy
 from numalign.errors import TopologyAffinityError
-from numalign.hints import ProviderHints, TopologyHint
 from numalign.pods import Pod
-from numalign.policies import MergeResult, Policy, Scope, TopologyPolicy
 from numalign.resources.base import Provider
 
 

@@ -40,7 +40,7 @@ Why an exact shortcut exists
      manager's 2 nodes, the memory manager's 1 - the usual case on a large machine) have
      no common preferred mask: answered at once. With one common size ``q`` the best
      ``M`` is the best ``q``-subset that every family admits (step 4, with the
-     *joint* oracle :func:`~numalign.merge_search.joint_reach`: "can the required nodes
+     *joint* oracle :func:`~numalign.engine.merge_search.joint_reach`: "can the required nodes
      grow by at most ``q - |required|`` allowed nodes into a mask every family accepts?").
 
 3. **Non-preferred: the best reachable AND.** With no preferred merged hint the answer is
@@ -62,7 +62,7 @@ Why an exact shortcut exists
      (the first class of the ranking), else the answer has the smallest reachable size
      ``c > B`` (binary search; reachability of a size is monotone);
    * among masks of that size the fit order decides (step 4) with the oracle
-     :func:`~numalign.merge_search.and_reach`: "can one feasible pick per family AND to a
+     :func:`~numalign.engine.merge_search.and_reach`: "can one feasible pick per family AND to a
      mask that holds the required nodes, avoids the excluded ones and has at most ``c``
      nodes?" - each node is assigned to a family that drops it from its pick, or kept.
      First asked with every node excluded: if the empty AND is reachable (a small family
@@ -71,9 +71,9 @@ Why an exact shortcut exists
 
 4. **The best subset of one size.** ``Narrowest``: integer order among masks of one
    popcount compares the highest element first, so the answer is built from the top by
-   at most ``min(n, q log n)`` oracle calls (:func:`~numalign.merge_order.colex_best`).
+   at most ``min(n, q log n)`` oracle calls (:func:`~numalign.engine.merge_order.colex_best`).
    ``Closest``: a branch and bound in increasing integer order over runs of
-   interchangeable nodes (:func:`~numalign.merge_order.closest_best`); when every subset is
+   interchangeable nodes (:func:`~numalign.engine.merge_order.closest_best`); when every subset is
    admitted and more than half of the nodes are wanted it chooses the complement instead
    (a shifted diagonal, the largest integer first), a much smaller tree.
 
@@ -118,10 +118,10 @@ Cost
 Caps
 ====
 Every search step of one merge is counted; more than
-:data:`numalign.merge_budget.STEP_LIMIT` (100,000: seconds of CPU, ten times the
+:data:`numalign.engine.merge_budget.STEP_LIMIT` (100,000: seconds of CPU, ten times the
 heaviest realistic merge measured) raises
 :class:`MergeTooLarge`, an :class:`~numalign.errors.InputError` naming the search that ran
-out, instead of hanging. Generated lists without a :class:`~numalign.hints.Demand` (an
+out, instead of hanging. Generated lists without a :class:`~numalign.engine.hints.Demand` (an
 opaque ``feasible``) are merged exactly but every node is its own class, so on large
 machines they may hit the cap; the managers always describe their rules. The legacy
 (Volcano) merge lists rule-generated lists out up to :data:`LEGACY_LISTING_LIMIT` nodes and
@@ -134,11 +134,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from numalign.bitmask import ids_of, masks_of_size
-from numalign.hints import GeneratedHints, HintList, TopologyHint
-from numalign.merge_budget import Budget, MergeTooLarge
-from numalign.merge_order import CachedOracle, closest_best, colex_best
-from numalign.merge_search import (
+from numalign.engine.bitmask import ids_of, masks_of_size
+from numalign.engine.hints import GeneratedHints, HintList, TopologyHint
+from numalign.engine.merge_budget import Budget, MergeTooLarge
+from numalign.engine.merge_order import CachedOracle, closest_best, colex_best
+from numalign.engine.merge_search import (
     Family,
     Groups,
     best_and,
@@ -336,7 +336,7 @@ def merge_lists(
     """The kubelet HintMerger result for flattened hint lists (see module docstring).
 
     Raises :class:`MergeTooLarge` (an InputError) when the exact answer would need more
-    than :data:`numalign.merge_budget.STEP_LIMIT` search steps.
+    than :data:`numalign.engine.merge_budget.STEP_LIMIT` search steps.
     """
     kind = _small_explicit(lists, default)
     if kind == _EMPTY:

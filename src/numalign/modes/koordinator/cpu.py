@@ -52,17 +52,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
-from numalign.bitmask import ids_of
-from numalign.cpulist import parse_cpulist
+from numalign.engine.bitmask import ids_of
+from numalign.engine.hints import GeneratedHints, ProviderHints, TopologyHint
+from numalign.engine.policies import Policy
 from numalign.errors import InputError, UnexpectedAdmissionError
-from numalign.hints import GeneratedHints, ProviderHints, TopologyHint
+from numalign.inputs.cpulist import parse_cpulist
+from numalign.inputs.documents import loads_json
 from numalign.machine.model import Machine
 from numalign.pods import Container, Pod, guaranteed_cpus, pod_guaranteed_cpus
-from numalign.policies import Policy
 from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
 from numalign.resources.cpu_state import CpuState
-from numalign.yamlfiles import loads_json
 
 E = TypeVar("E", bound=StrEnum)
 

@@ -1,6 +1,6 @@
 """The best subset of one size under the kubelet's fit order, given an existence oracle.
 
-Both merge searches of :mod:`numalign.merge` end with the same question: among the masks
+Both merge searches of :mod:`numalign.engine.merge` end with the same question: among the masks
 of ``q`` nodes inside ``w`` that some up-closed family admits, which comes first under
 ``Narrowest`` (smallest integer) or ``Closest`` (smallest average distance, then smallest
 integer)? The family is known only through an oracle ``exists(inc, allowed)``: "is some
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from operator import add
 
-from numalign.bitmask import ids_of
-from numalign.merge_budget import Budget, popcount
+from numalign.engine.bitmask import ids_of
+from numalign.engine.merge_budget import Budget, popcount
 
 Oracle = Callable[[int, int], bool]
 

@@ -24,16 +24,16 @@ numalign's forms: a device's NUMA nodes are its ``numa`` (Koordinator's Device C
 trial allocation is the device manager's (aligned devices first, PCIe-root aware) - Koordinator's
 allocator scores devices its own way, so which mask's GPUs equal the whole-node pick follows
 numalign's allocator. Joint ``SamePCIe`` allocation (``scheduling.koordinator.sh/device-joint-allocate``)
-is the profile's filter's (:func:`numalign.scheduler.koordinator.joint_allocate`), not this provider's.
+is the profile's filter's (:func:`numalign.modes.koordinator.scheduling.joint_allocate`), not this provider's.
 """
 
 from __future__ import annotations
 
-from numalign.bitmask import mask_of
-from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.engine.bitmask import mask_of
+from numalign.engine.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.engine.merge_budget import Budget
+from numalign.engine.merge_search import Family, min_size
 from numalign.machine.model import Machine
-from numalign.merge_budget import Budget
-from numalign.merge_search import Family, min_size
 from numalign.pods import Pod
 from numalign.resources.devices import DeviceManager, DeviceState, _DeviceError, pod_limits
 

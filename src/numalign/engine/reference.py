@@ -2,7 +2,7 @@
 
 This is ``HintMerger`` as the kubelet runs it - enumerate every permutation, merge, fold
 with ``compare`` - restated from ``spec/kubelet.md`` section 2.5. It is exponential on
-purpose; numalign's engine (:mod:`numalign.merge`) never calls it.
+purpose; numalign's engine (:mod:`numalign.engine.merge`) never calls it.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import product
 
-from numalign.hints import GeneratedHints, HintList, TopologyHint
-from numalign.merge import FitOrder
+from numalign.engine.hints import GeneratedHints, HintList, TopologyHint
+from numalign.engine.merge import FitOrder
 
 
 def _narrowest_count(hints: Sequence[TopologyHint]) -> int | None:

@@ -27,7 +27,7 @@ resource (``Block((n,), resource, bytes)``) under the pod's first container, wit
 ``None`` memory manager policy (the configuration Koordinator deployments run: its scheduler
 decides, koordlet enforces). A NUMA node's allocatable is what the kubelet's memory manager
 would count (memory minus ``reservedMemory`` minus hugepages; hugepages minus their
-reservation). CPUs stay with :class:`~numalign.resources.cpu_koordinator.KoordinatorCpuManager`;
+reservation). CPUs stay with :class:`~numalign.modes.koordinator.cpu.KoordinatorCpuManager`;
 :class:`KoordinatorNumaResource` (Koordinator's ``NodeNUMAResource`` hint provider) asks it for
 its CPU rule and hints CPUs and memory jointly.
 
@@ -46,16 +46,16 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from numalign.bitmask import ids_of, mask_of
+from numalign.engine.bitmask import ids_of, mask_of
+from numalign.engine.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.engine.merge_budget import Budget
+from numalign.engine.merge_search import Family, min_size
+from numalign.engine.policies import Policy
 from numalign.errors import UnexpectedAdmissionError
-from numalign.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
+from numalign.inputs.quantity import MEMORY, is_memory_resource
 from numalign.machine.model import Machine
-from numalign.merge_budget import Budget
-from numalign.merge_search import Family, min_size
+from numalign.modes.koordinator.cpu import KoordinatorCpuManager, split_evenly
 from numalign.pods import Container, Pod, effective_pod_requests
-from numalign.policies import Policy
-from numalign.quantity import MEMORY, is_memory_resource
-from numalign.resources.cpu_koordinator import KoordinatorCpuManager, split_evenly
 from numalign.resources.memory import default_machine_state
 from numalign.resources.memory_state import Block, MemoryState, numa_held
 

@@ -11,10 +11,10 @@ Sources, first found wins:
 
 from __future__ import annotations
 
+from numalign.engine.policies import Policy, Scope, parse_policy
 from numalign.errors import InputError
+from numalign.inputs.documents import loads_json
 from numalign.pods import Pod
-from numalign.policies import Policy, Scope, parse_policy
-from numalign.yamlfiles import loads_json
 
 VOLCANO_ANNOTATION = "volcano.sh/numa-topology-policy"
 KOORDINATOR_ANNOTATION = "scheduling.koordinator.sh/numa-topology-spec"

@@ -2,7 +2,7 @@
 
 DESIGN.md: "Variants of other schedulers are **modes** of the same engine (``kubelet``,
 ``koordinator``, ``volcano``): small rule tables over one merge". The merge itself is
-:meth:`numalign.policies.TopologyPolicy.merge`; a :class:`ModeRules` row says which of its two
+:meth:`numalign.engine.policies.TopologyPolicy.merge`; a :class:`ModeRules` row says which of its two
 preference rules a mode uses and what the mode does with the result.
 
 Read upstream:
@@ -43,12 +43,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from numalign.bitmask import ids_of, mask_of
+from numalign.engine.bitmask import ids_of, mask_of
+from numalign.engine.hints import GeneratedHints, HintList, ProviderHints, TopologyHint, flatten
+from numalign.engine.policies import Policy, Scope, TopologyPolicy, parse_policy
 from numalign.errors import InputError
-from numalign.hints import GeneratedHints, HintList, ProviderHints, TopologyHint, flatten
+from numalign.inputs.documents import loads_json
 from numalign.pods import Pod
-from numalign.policies import Policy, Scope, TopologyPolicy, parse_policy
-from numalign.yamlfiles import loads_json
 
 
 class Mode(StrEnum):

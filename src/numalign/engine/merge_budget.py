@@ -1,6 +1,6 @@
 """The step budget of one merge: exact searches that stop with a clear error, never hang.
 
-Every search step of :mod:`numalign.merge_search` and :mod:`numalign.merge_order` is
+Every search step of :mod:`numalign.engine.merge_search` and :mod:`numalign.engine.merge_order` is
 counted against one :class:`Budget` per merge; running out raises :class:`MergeTooLarge`, an
 :class:`~numalign.errors.InputError` (the CLI exits 2) that names the search.
 """

@@ -1,8 +1,8 @@
-"""The searches behind :mod:`numalign.merge`: monotone hint families without listing them.
+"""The searches behind :mod:`numalign.engine.merge`: monotone hint families without listing them.
 
 Everything here answers questions about *monotone families*: the masks ``M`` inside a
 universe ``U`` with ``feasible(M)``, where a superset of a feasible mask (still inside ``U``)
-is feasible (:class:`~numalign.hints.GeneratedHints`):
+is feasible (:class:`~numalign.engine.hints.GeneratedHints`):
 
 * :func:`joint_reach` - "can ``base`` grow by at most ``t`` nodes of ``cand`` into a mask
   that every family accepts?" (the preferred search, one family alone, :func:`min_size`);
@@ -10,7 +10,7 @@ is feasible (:class:`~numalign.hints.GeneratedHints`):
   ``X ∩ Ex = ∅`` and ``|X| <= c``?" (the non-preferred search); an assignment of every node
   to a family that drops it, or to the at most ``c - |In|`` nodes kept;
 * :func:`best_and` - the best reachable AND of some families' picks under the
-  non-preferred ranking, with the optimisers of :mod:`numalign.merge_order`.
+  non-preferred ranking, with the optimisers of :mod:`numalign.engine.merge_order`.
 
 The oracles are exact. Their worst case is exponential (both embed NP-hard problems:
 ``PARTITION`` is "can two capacity families drop disjoint halves of the machine"), so every
@@ -34,10 +34,10 @@ import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from numalign.bitmask import ids_of
-from numalign.hints import GeneratedHints
-from numalign.merge_budget import Budget, popcount
-from numalign.merge_order import CachedOracle, closest_best, colex_best
+from numalign.engine.bitmask import ids_of
+from numalign.engine.hints import GeneratedHints
+from numalign.engine.merge_budget import Budget, popcount
+from numalign.engine.merge_order import CachedOracle, closest_best, colex_best
 
 # --------------------------------------------------------------------------- families
 
@@ -45,7 +45,7 @@ from numalign.merge_order import CachedOracle, closest_best, colex_best
 class Family:
     """One generated list's monotone part, prepared for the searches.
 
-    With a :class:`~numalign.hints.Demand` the family knows each node's amounts; nodes
+    With a :class:`~numalign.engine.hints.Demand` the family knows each node's amounts; nodes
     that touch a multi-node item, a ``touch`` mask or ``lonely`` are *special* (their effect
     is not a plain amount) and every check on them goes through the exact rule. Without
     a demand (an opaque ``feasible``) every node is special and bounds are the monotone
