@@ -33,7 +33,7 @@ PACKAGE = "numalign"
 
 FLOOR = (
     "numalign.engine.bitmask", "numalign.engine.hints", "numalign.engine.merge", "numalign.engine.policies", "numalign.engine.scopes",
-    "numalign.pods", "numalign.pods.policy", "numalign.errors", "numalign.inputs.cpulist",
+    "numalign.pods", "numalign.pods.annotations", "numalign.errors", "numalign.inputs.cpulist",
     "numalign.inputs.quantity", "numalign.machine.model", "numalign.resources",
 )
 ADAPTERS = (

@@ -38,9 +38,9 @@ def _err(fn: object, *args: object) -> str:
     "".join("  " * i + "a:\n" for i in range(3000)),
 ])
 def test_deep_yaml_refused_at_once(text: str) -> None:
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: the machine's load does not count
     msg = _err(yamlfiles.load_yaml_all, text, "f.yaml")
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert msg.startswith("f.yaml: nested deeper than 100 levels at line ")
 
 
@@ -183,14 +183,16 @@ def test_export_poll_and_single_failure(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["[" * 100_000 + "]" * 100_000, '{"a": ' + "9" * 5000 + "}"])
 def test_koordinator_annotation_is_bounded(value: str) -> None:
     from numalign.pods import parse_pods
-    from numalign.pods.policy import KOORDINATOR_ANNOTATION, pod_policy
+    from numalign.pods.annotations import KOORDINATOR_ANNOTATION
 
     doc = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "p", "annotations": {KOORDINATOR_ANNOTATION: value}},
            "spec": {"containers": [{"name": "c"}]}}
     (pod,) = parse_pods([doc])
     with pytest.raises(InputError):
-        pod_policy(pod)
+        _ = pod.own_policy
+    with pytest.raises(InputError):
+        _ = pod.koordinator_numa_spec
 
 
 @pytest.mark.parametrize(("stdin", "message"), [

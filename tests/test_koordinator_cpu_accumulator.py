@@ -16,9 +16,7 @@ import pytest
 
 from koordinator_topology import cpus, topo
 from numalign.modes.koordinator.cpu import (
-    BindPolicy,
     CpuAllocError,
-    ExclusivePolicy,
     NumaAllocateStrategy,
     _Accumulator,
     filter_required,
@@ -27,6 +25,7 @@ from numalign.modes.koordinator.cpu import (
     take_cpus,
     take_preferred_cpus,
 )
+from numalign.pods.annotations import BindPolicy, ExclusivePolicy
 
 MOST = NumaAllocateStrategy.MOST_ALLOCATED
 LEAST = NumaAllocateStrategy.LEAST_ALLOCATED

@@ -16,13 +16,12 @@ from hypothesis import strategies as st
 from koordinator_topology import cpus
 from koordinator_topology import topo as koordinator_topo
 from numalign.modes.koordinator.cpu import (
-    BindPolicy,
     CpuRefCounts,
-    ExclusivePolicy,
     NumaAllocateStrategy,
     _Accumulator,
     take_cpus,
 )
+from numalign.pods.annotations import BindPolicy, ExclusivePolicy
 from numalign.resources.cpu_assignment import CpuTopology
 
 MOST = NumaAllocateStrategy.MOST_ALLOCATED

@@ -19,8 +19,9 @@ from numalign.engine.bitmask import mask_of
 from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode
 from numalign.machine.spec import load_machine
-from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL
 from numalign.modes.koordinator.devices import DEFAULT_NUMA_SCORE, KoordinatorDeviceManager
+from numalign.modes.koordinator.numa import KOORDINATOR_NODE_POLICY_LABEL
+from numalign.modes.registry import MODE_LABEL
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
 from numalign.resources.devices import DeviceManager
@@ -139,7 +140,7 @@ def test_the_whole_node_gpu_choice_wins_equally_narrow_masks() -> None:
     here the two GPUs under one PCIe switch of NUMA 1 (NUMA 0's free GPUs sit under two
     switches), so Koordinator's merge takes (1); without scores the lowest id, (0), wins."""
     from numalign.engine.policies import Policy, TopologyPolicy
-    from numalign.modes import Mode, merge
+    from numalign.modes.registry import Mode, merge
 
     m = fake_device_cr_machine()
     mgr = KoordinatorDeviceManager(m)

@@ -21,13 +21,14 @@ import pytest
 from numalign.cli import main
 from numalign.errors import InputError, StateError
 from numalign.machine.spec import load_machine
-from numalign.modes import MODE_LABEL
-from numalign.modes.koordinator.cpu import NODE_NUMA_ALLOCATE_STRATEGY_LABEL, RESOURCE_SPEC
+from numalign.modes.koordinator.cpu import NODE_NUMA_ALLOCATE_STRATEGY_LABEL
+from numalign.modes.registry import MODE_LABEL
 from numalign.node import store
 from numalign.node.admission import Node
 from numalign.node.plan_cache import PlanCache
 from numalign.node.state import NodeState
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
+from numalign.pods.annotations import RESOURCE_SPEC
 from numalign.resources.cpu_state import CpuState
 
 MOST = {MODE_LABEL: "koordinator", NODE_NUMA_ALLOCATE_STRATEGY_LABEL: "MostAllocated"}

@@ -23,8 +23,9 @@ from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.engine.policies import Policy
 from numalign.inputs.cpulist import parse_cpulist
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
-from numalign.modes.koordinator.cpu import RESOURCE_SPEC, KoordinatorCpuManager
+from numalign.modes.koordinator.cpu import KoordinatorCpuManager
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
+from numalign.pods.annotations import RESOURCE_SPEC
 from numalign.resources.cpu import new_cpu_state
 
 

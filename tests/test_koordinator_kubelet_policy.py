@@ -18,18 +18,17 @@ from typing import Any
 import pytest
 
 from numalign.errors import InputError
-from numalign.machine.spec import dump_machine, load_machine
-from numalign.modes import MODE_LABEL
-from numalign.modes.koordinator.cpu import (
-    ERR_BIND_CONFLICT,
-    ERR_SMT_ALIGNMENT,
+from numalign.machine.node_annotations import (
     KUBELET_CPU_MANAGER_POLICY,
-    RESOURCE_SPEC,
     KubeletCpuPolicy,
     parse_kubelet_cpu_policy,
 )
+from numalign.machine.spec import dump_machine, load_machine
+from numalign.modes.koordinator.cpu import ERR_BIND_CONFLICT, ERR_SMT_ALIGNMENT
+from numalign.modes.registry import MODE_LABEL
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
+from numalign.pods.annotations import RESOURCE_SPEC
 
 KOORD = {MODE_LABEL: "koordinator"}
 FULL = json.dumps({"policy": "static", "options": {"full-pcpus-only": "true"}, "reservedCPUs": "0-1"})

@@ -26,13 +26,14 @@ from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.engine.policies import Policy
 from numalign.machine.model import Cpu, KubeletConfig, Machine, NumaNode
 from numalign.machine.spec import load_machine
-from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL
 from numalign.modes.koordinator.cpu import KoordinatorCpuManager
 from numalign.modes.koordinator.memory import (
     KoordinatorNumaResource,
     distribute,
     numa_available,
 )
+from numalign.modes.koordinator.numa import KOORDINATOR_NODE_POLICY_LABEL
+from numalign.modes.registry import MODE_LABEL
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
 from numalign.resources.cpu import new_cpu_state
@@ -357,7 +358,7 @@ def test_filter_with_numa_node_scoring(name: str, numa: int, policy: Policy, str
     the existing pods hold that many CPUs of their NUMA node and the new pod binds its 4 CPUs,
     which leaves the same per-NUMA amounts and the same hints."""
     from numalign.engine.policies import TopologyPolicy
-    from numalign.modes import Mode, merge
+    from numalign.modes.registry import Mode, merge
 
     m = scoring_machine(numa)
     held = MemoryState(POLICY_NONE)
@@ -380,7 +381,7 @@ def test_score_tie_break_follows_upstreams_fold_order() -> None:
     """mergeFilteredHints keeps a later, equally wide mask only when it is narrower (a smaller
     integer) or scores higher: in IterateBitMasks order (0,3) comes before (1,2), so (1,2) wins
     by being the smaller integer even with the lower score."""
-    from numalign.modes import score_tie_break
+    from numalign.modes.koordinator.numa import score_tie_break
 
     lists = [[h(0, 3), h(1, 2)]]
     scores = {mask_of((0, 3)): 90, mask_of((1, 2)): 10}
@@ -406,7 +407,7 @@ def test_node_picks_the_least_allocated_numa_node() -> None:
 def test_numa_status_comes_from_cpusets_only() -> None:
     """node_allocation.go addPodAllocation marks NUMA nodes single/shared by the pod's cpuset: a
     pod holding only per-NUMA memory leaves them idle for SingleNUMANodeExclusive."""
-    from numalign.modes import NumaNodeStatus
+    from numalign.modes.koordinator.numa import NumaNodeStatus
     from numalign.modes.koordinator.scheduling import numa_status
 
     n = node("single-numa-node", KOORD)
@@ -475,7 +476,7 @@ def test_score_tie_break_matches_koordinators_fold(lists: list[list[tuple[Topolo
     """Whenever Koordinator's fold ends on a preferred hint, the koordinator mode's merge with the
     summed scores picks the same mask (hint lists in IterateBitMasks order, as providers give)."""
     from numalign.engine.policies import TopologyPolicy
-    from numalign.modes import Mode, merge
+    from numalign.modes.registry import Mode, merge
 
     nodes = (0, 1, 2, 3)
     want, want_pref = _koordinator_fold(nodes, lists)

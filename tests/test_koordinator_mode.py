@@ -19,16 +19,18 @@ import pytest
 
 from numalign.errors import InputError
 from numalign.machine.spec import dump_machine, load_machine
-from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL, NUMA_TOPOLOGY_SPEC, Mode
 from numalign.modes.koordinator.cpu import (
     ERR_BIND_CONFLICT,
     ERR_SMT_ALIGNMENT,
     NODE_CPU_BIND_POLICY_LABEL,
     NODE_NUMA_ALLOCATE_STRATEGY_LABEL,
-    RESOURCE_SPEC,
 )
+from numalign.modes.koordinator.numa import KOORDINATOR_NODE_POLICY_LABEL
+from numalign.modes.registry import MODE_LABEL, Mode
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
+from numalign.pods.annotations import KOORDINATOR_ANNOTATION as NUMA_TOPOLOGY_SPEC
+from numalign.pods.annotations import RESOURCE_SPEC
 
 KOORD = {MODE_LABEL: "koordinator"}
 
@@ -243,7 +245,7 @@ def test_extender_serves_the_koordinator_profile_with_its_node_aware_score() -> 
     want = {}
     for name, doc in (("idle", _nrt()), ("busy", busy)):
         eng = engine_from_nrt(doc)
-        eng.mode = Mode.KOORDINATOR
+        eng.use_mode(Mode.KOORDINATOR)
         from numalign.modes.koordinator.scheduling import KoordinatorNumaScore
 
         want[name] = KoordinatorNumaScore().score_on(eng, p, 1, 2) * MAX_EXTENDER_PRIORITY // 100
@@ -279,11 +281,11 @@ def test_scheduler_runs_the_koordinator_profile_in_the_koordinator_mode() -> Non
 def test_exclusivity_defaults_to_required_only_for_a_pod_with_a_policy() -> None:
     """plugin.go Filter: ``singleNUMANodeExclusive`` defaults to Required only when the pod sets
     ``numaTopologyPolicy``; a pod without the annotation is never refused for exclusivity."""
-    from numalign.modes import Exclusive, pod_numa_spec
+    from numalign.pods.annotations import Exclusive
 
-    assert pod_numa_spec(pod("a", 1)).exclusive is None
-    assert pod_numa_spec(pod("b", 1, numa_spec={"numaTopologyPolicy": "Restricted"})).exclusive is Exclusive.REQUIRED
-    assert pod_numa_spec(pod("c", 1, numa_spec={"singleNUMANodeExclusive": "Preferred"})).exclusive is (
+    assert pod("a", 1).koordinator_numa_spec.exclusive is None
+    assert pod("b", 1, numa_spec={"numaTopologyPolicy": "Restricted"}).koordinator_numa_spec.exclusive is Exclusive.REQUIRED
+    assert pod("c", 1, numa_spec={"singleNUMANodeExclusive": "Preferred"}).koordinator_numa_spec.exclusive is (
         Exclusive.PREFERRED)
 
 
@@ -306,7 +308,7 @@ def test_plan_cache_keeps_the_engine_modes_apart() -> None:
 
     machine = load_machine(spec())
     kubelet, koord = Node(machine), Node(machine)
-    koord.mode = Mode.KOORDINATOR
+    koord.use_mode(Mode.KOORDINATOR)
     cache = PlanCache()
     kubelet.plan_cache = koord.plan_cache = cache
     spread = {"preferredCPUBindPolicy": "SpreadByPCPUs"}
@@ -357,7 +359,7 @@ def test_koordinator_best_effort_falls_back_to_all_numa_nodes_in_admission(
 
 @pytest.mark.parametrize("raw", ["[" * 100_000 + "]" * 100_000, "{bad", "\udcff"])
 def test_hostile_resource_spec_is_a_one_line_input_error(raw: str) -> None:
-    from numalign.modes.koordinator.cpu import parse_resource_spec
+    from numalign.pods.annotations import parse_resource_spec
 
     with pytest.raises(InputError) as err:
         parse_resource_spec({RESOURCE_SPEC: raw})

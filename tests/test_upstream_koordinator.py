@@ -14,7 +14,9 @@ import pytest
 from numalign.engine.bitmask import mask_of
 from numalign.engine.hints import ProviderHints, TopologyHint
 from numalign.engine.policies import Policy, TopologyPolicy
-from numalign.modes import Exclusive, Mode, NumaNodeStatus, exclusive_ok, merge
+from numalign.modes.koordinator.numa import NumaNodeStatus, exclusive_ok
+from numalign.modes.registry import Mode, merge
+from numalign.pods.annotations import Exclusive
 
 NODES = (0, 1, 2, 3)
 ALL = NODES
@@ -131,8 +133,8 @@ def test_exclusive_required_makes_the_multi_numa_hint_non_preferred() -> None:
 
 
 def _pod(name: str, cpus: int, spec: dict[str, str] | None = None) -> object:
-    from numalign.modes.koordinator.scheduling import NUMA_TOPOLOGY_SPEC
     from numalign.pods import Container, ContainerKind, Pod, QOSClass, default_uid
+    from numalign.pods.annotations import KOORDINATOR_ANNOTATION as NUMA_TOPOLOGY_SPEC
 
     req = {"cpu": cpus * 1000, "memory": 1 << 30}
     c = Container("main", ContainerKind.APP, requests=req, limits=dict(req))

@@ -11,7 +11,7 @@ from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.engine.policies import Policy, TopologyPolicy
 from numalign.machine.model import Machine
 from numalign.machine.spec import load_machine
-from numalign.modes import Mode, merge
+from numalign.modes.registry import Mode, merge
 from numalign.resources.cpu import CpuManager
 
 
@@ -204,7 +204,7 @@ spec:
 def test_volcano_job_tasks_become_pods_with_their_policy(tmp_path: object) -> None:
     from pathlib import Path
 
-    from numalign.pods.policy import VOLCANO_ANNOTATION
+    from numalign.pods.annotations import VOLCANO_ANNOTATION
     from numalign.sim.manifests import read_manifest_dir
 
     d = Path(str(tmp_path))

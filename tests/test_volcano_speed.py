@@ -27,7 +27,7 @@ from numalign.modes.volcano.fast import VolcanoMemo, volcano_shape
 from numalign.node.admission import Node
 from numalign.node.usage import ObservedUsage, apply_observed
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
-from numalign.pods.policy import VOLCANO_ANNOTATION
+from numalign.pods.annotations import VOLCANO_ANNOTATION
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.scheduler.filters import FilterResult, volcano_filter, volcano_filter_reference
 from numalign.scheduler.scorers import volcano_numa_aware, volcano_numa_aware_array

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from numalign import modes
 from numalign.engine.bitmask import MAX_NUMA_ID, ids_of, mask_of
 from numalign.engine.hints import ProviderHints, TopologyHint
 from numalign.engine.policies import (
@@ -28,7 +27,8 @@ from numalign.engine.policies import (
     parse_policy,
 )
 from numalign.errors import InputError
-from numalign.modes import RULES, Mode, parse_mode
+from numalign.modes import registry as modes
+from numalign.modes.registry import RULES, parse_mode
 
 _CASE_KEYS = ("policy", "numa_nodes", "distances", "options", "providers", "mode")
 #: the kubelet's ``--topology-manager-policy`` names (other spellings belong to NRT/Koordinator)
@@ -59,8 +59,6 @@ def parse_case(case: object) -> tuple[TopologyPolicy, list[ProviderHints]]:
 def run_case(case: object) -> dict[str, Any]:
     policy, providers = parse_case(case)
     mode = parse_mode(case.get("mode") if isinstance(case, Mapping) else None, "mode")
-    if mode is Mode.KUBELET:
-        return render(policy.merge(providers))
     result = modes.merge(mode, policy, providers)
     out = render(MergeResult(result.hint, result.admit))
     if RULES[mode].reports_unsatisfied:

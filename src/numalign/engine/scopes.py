@@ -15,12 +15,43 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from numalign.engine.hints import ProviderHints, TopologyHint
 from numalign.engine.policies import MergeResult, Policy, Scope, TopologyPolicy
 from numalign.errors import TopologyAffinityError
-from numalign.pods import Pod
-from numalign.resources.base import Provider
+
+
+class ContainerLike(Protocol):
+    """What a scope needs of a container: its name (the pod's type is the caller's)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+P = TypeVar("P")
+C = TypeVar("C", bound=ContainerLike)
+P_contra = TypeVar("P_contra", contravariant=True)
+C_contra = TypeVar("C_contra", contravariant=True)
+
+
+class HintProvider(Protocol[P_contra, C_contra]):
+    """A hint provider and allocator (kubelet ``HintProvider``), over any pod and container
+    types (the node's are :class:`numalign.pods.Pod` and :class:`numalign.pods.Container`)."""
+
+    name: str
+
+    def container_hints(self, pod: P_contra, container: C_contra) -> ProviderHints:
+        """Hints for one container (container scope)."""
+        ...
+
+    def pod_hints(self, pod: P_contra) -> ProviderHints:
+        """Hints for the whole pod (pod scope)."""
+        ...
+
+    def allocate(self, pod: P_contra, container: C_contra, hint: TopologyHint) -> None:
+        """Allocate the container's resources inside ``hint`` (kubelet ``Allocate``)."""
+        ...
 
 
 @dataclass
@@ -46,30 +77,38 @@ class Rejected(TopologyAffinityError):
 
 
 def admit(
-    policy: TopologyPolicy, scope: Scope, providers: Sequence[Provider], pod: Pod, merge: Merge | None = None
+    policy: TopologyPolicy,
+    scope: Scope,
+    providers: Sequence[HintProvider[P, C]],
+    pod: P,
+    containers: Sequence[C],
+    merge: Merge | None = None,
 ) -> list[Decision]:
-    """Run the admission loop of ``scope`` for ``pod``; returns one decision per container.
-    ``merge`` replaces the policy's merge (an engine mode's rules over the same merge)."""
+    """Run the admission loop of ``scope`` for ``pod`` (its ``containers`` in the kubelet's
+    order); returns one decision per container. ``merge`` replaces the policy's merge (an engine
+    mode's rules over the same merge)."""
     if policy.policy is Policy.NONE:
-        return _admit_none(providers, pod)
+        return _admit_none(providers, pod, containers)
     if scope is Scope.POD:
-        return _admit_pod(merge or policy.merge, providers, pod)
-    return _admit_container(merge or policy.merge, providers, pod)
+        return _admit_pod(merge or policy.merge, providers, pod, containers)
+    return _admit_container(merge or policy.merge, providers, pod, containers)
 
 
-def _admit_none(providers: Sequence[Provider], pod: Pod) -> list[Decision]:
+def _admit_none(providers: Sequence[HintProvider[P, C]], pod: P, containers: Sequence[C]) -> list[Decision]:
     hint = TopologyHint(None, False)  # kubelet: GetAffinity of the none scope
     out = []
-    for c in pod.containers:
+    for c in containers:
         for p in providers:
             p.allocate(pod, c, hint)
         out.append(Decision(c.name, hint))
     return out
 
 
-def _admit_container(merge: Merge, providers: Sequence[Provider], pod: Pod) -> list[Decision]:
+def _admit_container(
+    merge: Merge, providers: Sequence[HintProvider[P, C]], pod: P, containers: Sequence[C]
+) -> list[Decision]:
     out: list[Decision] = []
-    for c in pod.containers:
+    for c in containers:
         hints = [(p.name, p.container_hints(pod, c)) for p in providers]
         result = merge([h for _, h in hints])
         out.append(Decision(c.name, result.hint, hints))
@@ -80,13 +119,15 @@ def _admit_container(merge: Merge, providers: Sequence[Provider], pod: Pod) -> l
     return out
 
 
-def _admit_pod(merge: Merge, providers: Sequence[Provider], pod: Pod) -> list[Decision]:
+def _admit_pod(
+    merge: Merge, providers: Sequence[HintProvider[P, C]], pod: P, containers: Sequence[C]
+) -> list[Decision]:
     hints = [(p.name, p.pod_hints(pod)) for p in providers]
     result = merge([h for _, h in hints])
-    out = [Decision(c.name, result.hint, hints) for c in pod.containers]
+    out = [Decision(c.name, result.hint, hints) for c in containers]
     if not result.admit:
         raise Rejected(out)
-    for c in pod.containers:
+    for c in containers:
         for p in providers:
             p.allocate(pod, c, result.hint)
     return out

@@ -52,14 +52,14 @@ from numalign.inputs.quantity import (
     quantity_int,
 )
 from numalign.machine.model import Device, Machine, ReservedMemory
+from numalign.machine.node_annotations import KUBELET_CPU_MANAGER_POLICY, parse_kubelet_cpu_policy
 from numalign.machine.nrt import is_zone_device_resource, nrt_to_machine, parse_counts
-from numalign.modes import KOORDINATOR_NODE_POLICY_LABEL, MODE_LABEL, Mode, parse_mode
 from numalign.modes.koordinator.cpu import (
-    KUBELET_CPU_MANAGER_POLICY,
     NODE_CPU_BIND_POLICY_LABEL,
     NODE_NUMA_ALLOCATE_STRATEGY_LABEL,
-    parse_kubelet_cpu_policy,
 )
+from numalign.modes.koordinator.numa import KOORDINATOR_NODE_POLICY_LABEL
+from numalign.modes.registry import MODE_LABEL, family_of, parse_mode
 from numalign.node.admission import Node
 from numalign.node.state import NodeState
 from numalign.node.usage import ObservedUsage, apply_observed
@@ -280,7 +280,7 @@ def node_annotations(obj: Mapping[str, Any], labels: Mapping[str, str]) -> dict[
     try:
         parse_kubelet_cpu_policy(out, "metadata.annotations")
     except InputError:
-        if labels.get(MODE_LABEL) == Mode.KOORDINATOR:
+        if family_of(labels).reads_koordlet_annotations:
             raise
         return {}
     return out

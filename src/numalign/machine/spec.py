@@ -120,7 +120,7 @@ from numalign.inputs.quantity import (
 from numalign.inputs.quantity import format_bytes as quantity_text
 from numalign.machine.allocatable import parse_eviction_hard, validate_reserved_memory
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
-from numalign.modes.koordinator.cpu import parse_kubelet_cpu_policy
+from numalign.machine.node_annotations import parse_kubelet_cpu_policy
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 

@@ -17,42 +17,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from numalign import modes
 from numalign.engine.bitmask import ids_of
-from numalign.engine.hints import ProviderHints
-from numalign.engine.policies import (
-    MergeResult,
-    Policy,
-    Scope,
-    TopologyPolicy,
-    parse_options,
-    parse_policy,
-    parse_scope,
-)
-from numalign.engine.scopes import Decision, Merge, Rejected, admit
+from numalign.engine.policies import Policy, PolicyOptions, Scope, TopologyPolicy
+from numalign.engine.scopes import Decision, Rejected, admit
 from numalign.errors import AdmissionError, InputError
 from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
-from numalign.modes import Mode, koordinator_policy, node_mode
-from numalign.modes.koordinator.cpu import KoordinatorCpuManager
-from numalign.modes.koordinator.devices import KoordinatorDeviceManager
-from numalign.modes.koordinator.memory import KoordinatorNumaResource
+from numalign.modes.registry import Mode
 from numalign.node.plan_cache import PlanCache, plan_key
 from numalign.node.predicates import fits
+from numalign.node.rules import DYNAMIC, resolve_rules
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.node.usage import container_usage
 from numalign.pods import Pod, effective_pod_requests
-from numalign.pods.policy import pod_policy
 from numalign.resources.base import Provider
 from numalign.resources.cpu import CpuManager
 from numalign.resources.devices import DeviceManager
-from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 from numalign.resources.memory import MemoryManager
 
-DYNAMIC = "dynamic"  # KEP-693: the node applies each pod's own policy
+__all__ = ["DYNAMIC", "ContainerResult", "Node", "PodResult", "machine_fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -95,25 +81,10 @@ def machine_fingerprint(machine: Machine) -> str:
 class Node:
     """A machine with its kubelet configuration, admitting pods against a :class:`NodeState`."""
 
-    def __init__(self, machine: Machine, state: NodeState | None = None) -> None:
+    def __init__(self, machine: Machine, state: NodeState | None = None, *, mode: Mode | None = None) -> None:
         self.machine = machine
-        kc = machine.kubelet
-        self.dynamic = kc.topology_manager_policy == DYNAMIC
-        self.options = parse_options(
-            dict(kc.topology_manager_policy_options), "kubelet.topologyManagerPolicyOptions",
-            kc.feature_gates,
-        )
-        if self.dynamic:
-            self.node_policy, implied = Policy.NONE, None
-        else:
-            self.node_policy, implied = parse_policy(
-                kc.topology_manager_policy, "kubelet.topologyManagerPolicy"
-            )
-        self.node_scope = implied or parse_scope(
-            kc.topology_manager_scope, "kubelet.topologyManagerScope"
-        )
-        #: the engine mode (label ``numalign.io/engine-mode``; a scheduler profile may set it)
-        self.mode = node_mode(machine.labels)
+        #: how this node decides, resolved once (mode, kubelet settings, labels, annotations)
+        self.rules = resolve_rules(machine, mode)
         # kubelet manager construction checks (NUMA limit, distances) happen here, once
         self._policies: dict[Policy, TopologyPolicy] = {}
         self._policy(self.node_policy)
@@ -133,6 +104,35 @@ class Node:
         #: admissions shared with nodes in the same situation (a cluster's nodes share one)
         self.plan_cache: PlanCache | None = None
 
+    # ------------------------------------------------------------------ rules
+
+    @property
+    def mode(self) -> Mode:
+        """The engine mode this node decides by (its label, or a scheduler profile's)."""
+        return self.rules.mode
+
+    def use_mode(self, mode: Mode) -> None:
+        """Decide by ``mode``'s rules from now on (a scheduler profile that decides every
+        node's NUMA allocation, e.g. Koordinator's)."""
+        if mode is not self.rules.mode:
+            self.rules = resolve_rules(self.machine, mode, self.rules.node)
+
+    @property
+    def node_policy(self) -> Policy:
+        return self.rules.node.policy
+
+    @property
+    def node_scope(self) -> Scope:
+        return self.rules.node.scope
+
+    @property
+    def options(self) -> PolicyOptions:
+        return self.rules.node.options
+
+    @property
+    def dynamic(self) -> bool:
+        return self.rules.node.dynamic
+
     # ------------------------------------------------------------------ policy
 
     def _policy(self, policy: Policy) -> TopologyPolicy:
@@ -151,16 +151,8 @@ class Node:
 
     def policy_for(self, pod: Pod) -> tuple[TopologyPolicy, Scope]:
         """The policy and scope that apply to ``pod`` on this node."""
-        if self.mode is Mode.KOORDINATOR:
-            koord, koord_scope = koordinator_policy(self.machine.labels, self.node_policy, pod)
-            return self._policy(koord), koord_scope
-        if not self.dynamic:
-            return self._policy(self.node_policy), self.node_scope
-        asked = pod_policy(pod)
-        if asked is None:
-            return self._policy(Policy.NONE), self.node_scope
-        policy, scope = asked
-        return self._policy(policy), scope or self.node_scope
+        policy, scope = self.rules.policy_for(pod)
+        return self._policy(policy), scope
 
     @property
     def reserved_cpus(self) -> frozenset[int]:
@@ -169,25 +161,12 @@ class Node:
             self._reserved = CpuManager(self.machine, self.state.cpu).reserved
         return self._reserved
 
-    @property
-    def koordinator_numa(self) -> bool:
-        """Koordinator's own NUMA rules apply: the ``koordinator`` mode without the kubelet's
-        Static memory manager (whose NUMA-group rule and tables then stay in charge)."""
-        return self.mode is Mode.KOORDINATOR and self.machine.kubelet.memory_manager_policy != MEMORY_STATIC
-
     def providers(self, state: NodeState) -> list[Provider]:
-        m = self.machine
-        cpu = (
-            KoordinatorCpuManager(m, state.cpu, reserved=self.reserved_cpus,
-                                  policy_of=lambda pod: self.policy_for(pod)[0].policy)
-            if self.mode is Mode.KOORDINATOR else CpuManager(m, state.cpu, reserved=self.reserved_cpus)
-        )
-        if isinstance(cpu, KoordinatorCpuManager) and self.koordinator_numa:
-            # Koordinator's NodeNUMAResource: CPUs and per-NUMA memory hinted jointly
-            # and DeviceShare: device hints joint over the device types, preferred = fewest now
-            return [KoordinatorDeviceManager(m, state.devices),
-                    KoordinatorNumaResource(m, cpu, state.memory, cpu.policy_of)]
-        return [DeviceManager(m, state.devices), cpu, MemoryManager(m, state.memory)]
+        """The hint providers and allocators of this node's rules over ``state``."""
+        return self.rules.providers(state, self.reserved_cpus, self._policy_of)
+
+    def _policy_of(self, pod: Pod) -> Policy:
+        return self.policy_for(pod)[0].policy
 
     def validate_state(self) -> None:
         """The kubelet managers' start-up validation of a loaded state, plus numalign's own:
@@ -242,31 +221,6 @@ class Node:
             cache.put(key, self.machine, entry)
         return result, planned
 
-    def _merge(self, policy: TopologyPolicy, providers: Sequence[Provider] = ()) -> Merge | None:
-        """The merge of this node's engine mode (None: the policy's own, the kubelet's).
-
-        A koordinator-mode node merges as Koordinator's topology manager does (a BestEffort
-        best hint that cannot hold every resource falls back to all NUMA nodes) when the
-        kubelet's Static memory manager is off, as Koordinator deployments run it; with the
-        Static memory manager on, the kubelet's memory manager allocates and its NUMA-group
-        rule refuses such a fallback mask, so the kubelet's merge is kept there.
-
-        Koordinator's hints carry scores (NodeNUMAResource's NUMA scorer): equally narrow
-        preferred masks are chosen by them (:func:`numalign.modes.score_tie_break`)."""
-        if not self.koordinator_numa:
-            return None
-        mode = self.mode
-        scorers = [p for p in providers if isinstance(p, (KoordinatorNumaResource, KoordinatorDeviceManager))]
-
-        def score(mask: int) -> int:
-            return sum(p.hint_score(mask) for p in scorers)
-
-        def merge(hints: Sequence[ProviderHints]) -> MergeResult:
-            out = modes.merge(mode, policy, hints, score=score if scorers else None)
-            return MergeResult(out.hint, out.admit)
-
-        return merge
-
     def _plan(
         self, pod: Pod, policy: TopologyPolicy, scope: Scope, requests: dict[str, int], explain: bool
     ) -> tuple[PodResult, NodeState | None]:
@@ -275,7 +229,8 @@ class Node:
         work = self.state.copy()
         try:
             providers = self.providers(work)
-            decisions = admit(policy, scope, providers, pod, self._merge(policy, providers))
+            decisions = admit(policy, scope, providers, pod, pod.containers,
+                              self.rules.merge(policy, providers))
         except Rejected as e:
             return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc,
                              containers=tuple(self._rejected(d, explain) for d in e.decisions)), None

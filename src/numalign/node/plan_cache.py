@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from numalign.machine.model import Machine
-from numalign.modes import Mode
+from numalign.modes.registry import Mode
 from numalign.node.state import NodeState, PodRecord
 from numalign.pods import Pod
 from numalign.resources.pod_delta import PodDelta, decision_key, holds

@@ -26,7 +26,7 @@ does). ``apiVersion`` may be omitted; if present it must be ``v1``. What it keep
 
 **Annotations of other schedulers** (``volcano.sh/numa-topology-policy``,
 ``scheduling.koordinator.sh/numa-topology-spec``) likewise count only on ``dynamic`` nodes
-(:mod:`numalign.pods.policy`); on a node with a kubelet policy they change nothing, because the
+(:mod:`numalign.pods.annotations`); on a node with a kubelet policy they change nothing, because the
 kubelet ignores them.
 
 **Strict fields**, like ``kubectl --validate=strict``: at every level numalign parses (the
@@ -58,6 +58,14 @@ from functools import cached_property
 from numalign.errors import InputError, escape_newlines
 from numalign.inputs.documents import read_yaml_documents
 from numalign.inputs.quantity import cpu_millis, is_hugepages_resource, parse_quantity, quantity_int
+from numalign.pods.annotations import (
+    OwnPolicy,
+    PodNumaSpec,
+    ResourceSpec,
+    numa_spec,
+    own_policy,
+    parse_resource_spec,
+)
 
 
 class QOSClass(StrEnum):
@@ -113,6 +121,24 @@ class Pod:
                 for c in self.containers
             ),
         )
+
+    # -- the pod's own topology requests, decoded once when first asked (pods.annotations)
+
+    @cached_property
+    def own_policy(self) -> OwnPolicy:
+        """The policy the pod asks for (KEP-693 field, Volcano or Koordinator annotation), or
+        None: what a ``dynamic`` node applies."""
+        return own_policy(self.topology_policy, self.annotations, self.key)
+
+    @cached_property
+    def koordinator_numa_spec(self) -> PodNumaSpec:
+        """Koordinator's ``numa-topology-spec`` (policy, single-NUMA exclusivity)."""
+        return numa_spec(self.annotations, self.key)
+
+    @cached_property
+    def koordinator_resource_spec(self) -> ResourceSpec:
+        """Koordinator's ``resource-spec`` (CPU bind and exclusive policies)."""
+        return parse_resource_spec(self.annotations, f"{self.key}: metadata.annotations")
 
     @cached_property
     def init_containers(self) -> tuple[Container, ...]:

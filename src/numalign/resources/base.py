@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from numalign.engine.hints import ProviderHints, TopologyHint
+from numalign.engine.scopes import HintProvider
 from numalign.pods import Container, Pod
 
 
@@ -21,22 +21,8 @@ class ProviderState(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-class Provider(Protocol):
-    """One hint provider + allocator (kubelet: device, CPU, memory manager)."""
-
-    name: str
-
-    def container_hints(self, pod: Pod, container: Container) -> ProviderHints:
-        """Hints for one container (container scope)."""
-        ...
-
-    def pod_hints(self, pod: Pod) -> ProviderHints:
-        """Hints for the whole pod (pod scope)."""
-        ...
-
-    def allocate(self, pod: Pod, container: Container, hint: TopologyHint) -> None:
-        """Allocate the container's resources inside ``hint`` (kubelet ``Allocate``)."""
-        ...
+class Provider(HintProvider[Pod, Container], Protocol):
+    """One hint provider + allocator of a node (kubelet: device, CPU, memory manager)."""
 
     def release_pod(self, pod_uid: str) -> None:
         """Free everything held by the pod."""

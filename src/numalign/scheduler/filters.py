@@ -26,7 +26,7 @@ from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
 from numalign.node.usage import cpus_numa_nodes, numa_amounts, pod_numa_nodes
 from numalign.pods import Pod, QOSClass, effective_pod_requests
-from numalign.pods.policy import VOLCANO_ANNOTATION
+from numalign.pods.annotations import VOLCANO_ANNOTATION
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.cpu import CpuManager
 
@@ -181,7 +181,7 @@ def volcano_admission(node: Node, pod: Pod) -> FilterResult:
     cpu_state = node.state.cpu.copy()
     cpu = CpuManager(m, cpu_state, reserved=node.reserved_cpus)
     try:
-        admit(policy, Scope.CONTAINER, [cpu], app_only)
+        admit(policy, Scope.CONTAINER, [cpu], app_only, app_only.containers)
     except (AdmissionError, MergeTooLarge) as e:
         return FilterResult(False, reason=f"cannot be assigned by numa: {e.message}")
     cpus = [c for cs in cpu_state.pod_cpus(pod.uid).values() for c in cs]

@@ -38,7 +38,6 @@ import numpy.typing as npt
 from numalign.engine.policies import Policy, Scope
 from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name
 from numalign.machine.model import Machine
-from numalign.modes import Mode
 from numalign.node.admission import Node, PodResult
 from numalign.node.usage import (
     FreeLayout,
@@ -300,7 +299,7 @@ class NumaPrefilter:
         for g, (key, _members) in enumerate(self._group_list):
             m = self._machines[key]
             node0 = self.nodes[int(_members[0])]
-            if node0.dynamic or node0.mode is not Mode.KUBELET:  # the kubelet's rules only
+            if not node0.rules.kubelet_only:  # the kubelet's rules only
                 continue
             policy, scope = node0.node_policy, node0.node_scope
             if policy not in (Policy.SINGLE_NUMA_NODE, Policy.RESTRICTED):

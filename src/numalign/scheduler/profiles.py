@@ -32,8 +32,8 @@ from typing import Any
 
 from numalign.errors import InputError
 from numalign.inputs import goparse
-from numalign.modes import Mode
 from numalign.modes.koordinator.scheduling import KoordinatorNumaScore, koordinator_filter
+from numalign.modes.registry import Mode
 from numalign.modes.volcano.select import Pick, SchedulerView, VolcanoSelect
 from numalign.node.admission import Node
 from numalign.pods import Pod

@@ -38,7 +38,7 @@ from numalign.kube.topology import engine_from_nrt, fingerprint_of
 from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes
 from numalign.pods import Pod
-from numalign.pods.policy import KOORDINATOR_ANNOTATION, VOLCANO_ANNOTATION
+from numalign.pods.annotations import KOORDINATOR_ANNOTATION, VOLCANO_ANNOTATION
 from numalign.scheduler import Profile, get_profile
 
 MAX_EXTENDER_PRIORITY = 10

@@ -50,25 +50,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
 
 from numalign.engine.bitmask import ids_of
 from numalign.engine.hints import GeneratedHints, ProviderHints, TopologyHint
 from numalign.engine.policies import Policy
-from numalign.errors import InputError, UnexpectedAdmissionError
-from numalign.inputs.cpulist import parse_cpulist
-from numalign.inputs.documents import loads_json
+from numalign.errors import UnexpectedAdmissionError
 from numalign.machine.model import Machine
+from numalign.machine.node_annotations import KubeletCpuPolicy, parse_kubelet_cpu_policy
 from numalign.pods import Container, Pod, guaranteed_cpus, pod_guaranteed_cpus
+from numalign.pods.annotations import BindPolicy, ExclusivePolicy, ResourceSpec, parse_enum
 from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
 from numalign.resources.cpu_state import CpuState
 
-E = TypeVar("E", bound=StrEnum)
-
-RESOURCE_SPEC = "scheduling.koordinator.sh/resource-spec"
-#: the kubelet's CPU manager policy as koordlet reports it on its NodeResourceTopology
-KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
 NODE_CPU_BIND_POLICY_LABEL = "node.koordinator.sh/cpu-bind-policy"
 NODE_NUMA_ALLOCATE_STRATEGY_LABEL = "node.koordinator.sh/numa-allocate-strategy"
 
@@ -76,19 +70,6 @@ ERR_NOT_ENOUGH_CPUS = "not enough cpus available to satisfy request"
 ERR_FAILED = "failed to allocate cpus"
 ERR_BIND_CONFLICT = "node(s) cpu bind policy conflicts with pod's required cpu bind policy"
 ERR_SMT_ALIGNMENT = "node(s) requested cpus not multiple cpus per core"
-
-
-class BindPolicy(StrEnum):
-    DEFAULT = "Default"
-    FULL_PCPUS = "FullPCPUs"
-    SPREAD_BY_PCPUS = "SpreadByPCPUs"
-    CONSTRAINED_BURST = "ConstrainedBurst"
-
-
-class ExclusivePolicy(StrEnum):
-    NONE = "None"
-    PCPU_LEVEL = "PCPULevel"
-    NUMA_NODE_LEVEL = "NUMANodeLevel"
 
 
 class NumaAllocateStrategy(StrEnum):
@@ -115,84 +96,6 @@ class CpuAllocError(Exception):
 # ------------------------------------------------------------------ annotations and labels
 
 
-@dataclass(frozen=True)
-class ResourceSpec:
-    """The pod's ``scheduling.koordinator.sh/resource-spec`` annotation."""
-
-    required: BindPolicy | None = None
-    preferred: BindPolicy | None = None
-    exclusive: ExclusivePolicy | None = None
-
-
-def _enum(kind: type[E], raw: object, field: str) -> E | None:
-    if raw is None or raw == "":
-        return None
-    if not isinstance(raw, str):
-        raise InputError(f"must be a string, got {type(raw).__name__}", field)
-    try:
-        return kind(raw)
-    except ValueError:
-        known = ", ".join(m.value for m in kind)
-        raise InputError(f"unknown value {raw!r} (known: {known})", field) from None
-
-
-def parse_resource_spec(annotations: Mapping[str, str], where: str = "metadata.annotations") -> ResourceSpec:
-    """Koordinator ``GetResourceSpec``: absent -> empty; bad JSON or values -> InputError."""
-    raw = annotations.get(RESOURCE_SPEC)
-    if raw is None:
-        return ResourceSpec()
-    field = f"{where}[{RESOURCE_SPEC}]"
-    doc = loads_json(raw, field)  # bounded: depth, size, encoding
-    if not isinstance(doc, dict):
-        raise InputError("must be a JSON object", field)
-    return ResourceSpec(
-        _enum(BindPolicy, doc.get("requiredCPUBindPolicy"), f"{field}.requiredCPUBindPolicy"),
-        _enum(BindPolicy, doc.get("preferredCPUBindPolicy"), f"{field}.preferredCPUBindPolicy"),
-        _enum(ExclusivePolicy, doc.get("preferredCPUExclusivePolicy"), f"{field}.preferredCPUExclusivePolicy"),
-    )
-
-
-@dataclass(frozen=True)
-class KubeletCpuPolicy:
-    """The ``kubelet.koordinator.sh/cpu-manager-policy`` annotation
-    (``apis/extension/numa_aware.go`` ``KubeletCPUManagerPolicy``): the kubelet's CPU manager
-    policy, its options and its reserved CPUs, as koordlet reports them."""
-
-    policy: str = ""
-    options: Mapping[str, str] = field(default_factory=dict)
-    reserved_cpus: frozenset[int] = frozenset()
-
-    @property
-    def full_pcpus_only(self) -> bool:
-        """``GetNodeCPUBindPolicy``: ``static`` with the option ``full-pcpus-only`` exactly
-        ``"true"`` makes the node ``FullPCPUsOnly``."""
-        return self.policy == "static" and self.options.get("full-pcpus-only") == "true"
-
-
-def parse_kubelet_cpu_policy(annotations: Mapping[str, str], where: str = "annotations") -> KubeletCpuPolicy:
-    """``GetKubeletCPUManagerPolicy`` (absent -> empty policy) plus the ``cpuset.Parse`` of its
-    ``reservedCPUs`` (``topology_options.go``). Upstream logs a bad value and goes on without
-    it; numalign refuses it: bad JSON, types or cpulist -> one-line :class:`InputError`."""
-    raw = annotations.get(KUBELET_CPU_MANAGER_POLICY)
-    if raw is None:
-        return KubeletCpuPolicy()
-    field_ = f"{where}[{KUBELET_CPU_MANAGER_POLICY}]"
-    doc = loads_json(raw, field_)  # bounded: depth, size, encoding
-    if not isinstance(doc, dict):
-        raise InputError("must be a JSON object", field_)
-    policy = doc.get("policy") or ""
-    if not isinstance(policy, str):
-        raise InputError(f"must be a string, got {type(policy).__name__}", f"{field_}.policy")
-    options = doc.get("options") or {}
-    if not isinstance(options, dict) or not all(isinstance(v, str) for v in options.values()):
-        raise InputError("must be an object of string values", f"{field_}.options")
-    reserved = doc.get("reservedCPUs") or ""
-    if not isinstance(reserved, str):
-        raise InputError(f"must be a string, got {type(reserved).__name__}", f"{field_}.reservedCPUs")
-    cpus = frozenset(parse_cpulist(reserved, f"{field_}.reservedCPUs")) if reserved else frozenset()
-    return KubeletCpuPolicy(policy, dict(options), cpus)
-
-
 def node_bind_policy(labels: Mapping[str, str], kubelet_full_pcpus_only: bool = False) -> NodeBindPolicy:
     """Koordinator ``GetNodeCPUBindPolicy``: the label, or ``FullPCPUsOnly`` when the kubelet
     runs the static policy with ``full-pcpus-only``; unknown label values count as ``None``."""
@@ -211,7 +114,7 @@ def numa_allocate_strategy(
     raw = labels.get(NODE_NUMA_ALLOCATE_STRATEGY_LABEL, "")
     if not raw:
         return default
-    value = _enum(NumaAllocateStrategy, raw, f"labels[{NODE_NUMA_ALLOCATE_STRATEGY_LABEL}]")
+    value = parse_enum(NumaAllocateStrategy, raw, f"labels[{NODE_NUMA_ALLOCATE_STRATEGY_LABEL}]")
     return default if value is None else value
 
 
@@ -720,10 +623,12 @@ class KoordinatorCpuManager(CpuManager):
         *,
         reserved: Iterable[int] | None = None,
         policy_of: Callable[[Pod], Policy] | None = None,
+        kubelet: KubeletCpuPolicy | None = None,
     ) -> None:
         super().__init__(machine, state, reserved=reserved)
         labels = machine.labels
-        kubelet = parse_kubelet_cpu_policy(machine.annotations)
+        if kubelet is None:
+            kubelet = parse_kubelet_cpu_policy(machine.annotations)
         #: the kubelet's reserved CPUs koordlet reports are never bound (``ReservedCPUs``)
         extra = kubelet.reserved_cpus & self.topology.all_cpus
         if extra - self.reserved:
@@ -737,8 +642,7 @@ class KoordinatorCpuManager(CpuManager):
     def bind_choice(self, pod: Pod, cpus: int) -> BindChoice:
         """The bind policy ``pod`` gets here; raises UnexpectedAdmissionError on a conflict."""
         try:
-            spec = parse_resource_spec(pod.annotations, f"{pod.key}: metadata.annotations")
-            return cpu_bind_choice(spec, self.node_bind, cpus, self.topology.cpus_per_core)
+            return cpu_bind_choice(pod.koordinator_resource_spec, self.node_bind, cpus, self.topology.cpus_per_core)
         except CpuAllocError as e:
             raise UnexpectedAdmissionError(str(e)) from None
 
@@ -844,26 +748,18 @@ __all__ = [
     "ERR_FAILED",
     "ERR_NOT_ENOUGH_CPUS",
     "ERR_SMT_ALIGNMENT",
-    "KUBELET_CPU_MANAGER_POLICY",
     "NODE_CPU_BIND_POLICY_LABEL",
     "NODE_NUMA_ALLOCATE_STRATEGY_LABEL",
-    "RESOURCE_SPEC",
     "BindChoice",
-    "BindPolicy",
     "CpuAllocError",
     "CpuRefCounts",
-    "ExclusivePolicy",
     "KoordinatorCpuManager",
-    "KubeletCpuPolicy",
     "NodeBindPolicy",
     "NumaAllocateStrategy",
-    "ResourceSpec",
     "cpu_bind_choice",
     "filter_required",
     "node_bind_policy",
     "numa_allocate_strategy",
-    "parse_kubelet_cpu_policy",
-    "parse_resource_spec",
     "satisfies_required",
     "split_evenly",
     "take_cpus",

@@ -41,16 +41,8 @@ from numalign.engine.policies import Policy
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, MEMORY
 from numalign.machine.model import Device, Machine
-from numalign.modes import (
-    NUMA_TOPOLOGY_SPEC,
-    Exclusive,
-    Mode,
-    NumaNodeStatus,
-    PodNumaSpec,
-    exclusive_ok,
-    node_numa_policy,
-    pod_numa_spec,
-)
+from numalign.modes.koordinator.numa import NumaNodeStatus, exclusive_ok, node_numa_policy
+from numalign.modes.rules import Mode
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
 from numalign.node.usage import (
@@ -62,6 +54,7 @@ from numalign.node.usage import (
     pods_usage,
 )
 from numalign.pods import Pod, effective_pod_requests
+from numalign.pods.annotations import Exclusive
 from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.nrt_scores import MAX_NODE_SCORE
 from numalign.scheduler.scorers import NumaScore
@@ -106,9 +99,9 @@ def _plan(node: Node, pod: Pod) -> tuple[PodResult, NodeState | None]:
 
 def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
     """NodeNUMAResource's filter: policy match, then the engine's plan, then exclusivity."""
-    node.mode = Mode.KOORDINATOR  # Koordinator's scheduler decides the node's NUMA allocation
+    node.use_mode(Mode.KOORDINATOR)  # Koordinator's scheduler decides the node's NUMA allocation
     try:
-        spec = pod_numa_spec(pod)
+        spec = pod.koordinator_numa_spec
     except InputError as e:
         return FilterResult(False, reason=e.message)
     node_policy = node_numa_policy(node.machine.labels, node.node_policy)
@@ -262,14 +255,10 @@ __all__ = [
     "ERR_EXCLUSIVE",
     "ERR_JOINT",
     "ERR_POLICY_NOT_MATCH",
-    "NUMA_TOPOLOGY_SPEC",
     "JointAllocation",
     "KoordinatorNumaScore",
-    "PodNumaSpec",
     "joint_allocate",
     "koordinator_filter",
-    "node_numa_policy",
     "numa_status",
-    "pod_numa_spec",
     "resource_score",
 ]

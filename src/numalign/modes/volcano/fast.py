@@ -45,7 +45,7 @@ import numpy.typing as npt
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.pods import Pod, guaranteed_cpus
-from numalign.pods.policy import VOLCANO_ANNOTATION
+from numalign.pods.annotations import VOLCANO_ANNOTATION
 from numalign.resources.cpu import CpuManager
 from numalign.resources.cpu_state import CpuState
 

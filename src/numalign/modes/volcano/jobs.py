@@ -4,7 +4,7 @@ Read from volcano-sh/volcano: ``pkg/controllers/job/job_controller_util.go`` (``
 names a task's pods ``<job>-<task>-<index>`` for ``index`` in ``0 .. replicas-1``, takes
 metadata and spec from ``tasks[].template`` and, when the task sets ``topologyPolicy``, writes
 it to the pod annotation ``volcano.sh/numa-topology-policy`` - which the ``numa-aware``
-plugin reads (and :mod:`numalign.pods.policy` with it). The namespace is the Job's.
+plugin reads (and :mod:`numalign.pods.annotations` with it). The namespace is the Job's.
 
 :func:`expand_documents` turns every Job document (also inside a ``List``) into Pod documents
 and leaves the others alone, so :func:`numalign.pods.parse_pods` reads the result.
@@ -17,7 +17,7 @@ from typing import Any
 
 from numalign.engine.policies import parse_policy
 from numalign.errors import InputError
-from numalign.pods.policy import VOLCANO_ANNOTATION
+from numalign.pods.annotations import VOLCANO_ANNOTATION
 
 JOB_API = "batch.volcano.sh/v1alpha1"
 

@@ -1,0 +1,82 @@
+"""What a scheduler family contributes to a node's rules: the interface every mode implements.
+
+A family (``kubelet``, ``koordinator``, ``volcano``) is resolved once per node into a
+:class:`FamilyNode` (:meth:`Family.resolve`), which answers the three questions admission asks:
+which policy and scope a pod gets, which hint providers (and with which options) allocate, and
+which merge replaces the policy's own. :mod:`numalign.node.rules` composes the answer with the
+kubelet's settings into the node's :class:`~numalign.node.rules.NodeRules`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from numalign.engine.policies import Policy, PolicyOptions, Scope, TopologyPolicy
+from numalign.engine.scopes import Merge
+from numalign.machine.model import Machine
+from numalign.modes.rules import Mode, ModeRules
+from numalign.pods import Pod
+from numalign.resources.base import Provider
+from numalign.resources.cpu_state import CpuState
+from numalign.resources.devices import DeviceState
+from numalign.resources.memory_state import MemoryState
+
+
+@dataclass(frozen=True)
+class NodePolicy:
+    """The Topology Manager settings of a node's kubelet configuration, checked."""
+
+    #: the node's policy (``none`` on a ``dynamic`` node, which applies each pod's own)
+    policy: Policy
+    scope: Scope
+    options: PolicyOptions
+    #: KEP-693: the node applies each pod's own policy
+    dynamic: bool
+
+
+class ManagerStates(Protocol):
+    """The managers' states a node's providers allocate from (a node state)."""
+
+    @property
+    def cpu(self) -> CpuState: ...
+
+    @property
+    def memory(self) -> MemoryState: ...
+
+    @property
+    def devices(self) -> DeviceState: ...
+
+
+class FamilyNode(Protocol):
+    """A family's rules resolved for one node."""
+
+    def policy_for(self, pod: Pod) -> tuple[Policy, Scope]:
+        """The policy and scope ``pod`` gets on this node."""
+        ...
+
+    def providers(
+        self, states: ManagerStates, reserved: frozenset[int], policy_of: Callable[[Pod], Policy]
+    ) -> list[Provider]:
+        """The hint providers and allocators over ``states``, in the order they are asked."""
+        ...
+
+    def merge(self, policy: TopologyPolicy, providers: Sequence[Provider]) -> Merge | None:
+        """The merge of ``policy`` over these providers' hints (None: the policy's own)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Family:
+    """One scheduler family: its mode, its rule row over the merge, and its per-node rules."""
+
+    mode: Mode
+    rules: ModeRules
+    resolve: Callable[[Machine, NodePolicy], FamilyNode]
+    #: a malformed ``kubelet.koordinator.sh/cpu-manager-policy`` node annotation is an error on
+    #: this family's nodes (elsewhere nothing reads it)
+    reads_koordlet_annotations: bool = False
+
+
+__all__ = ["Family", "FamilyNode", "ManagerStates", "NodePolicy"]

@@ -1,0 +1,120 @@
+"""One rules object per node: everything that varies in how a node decides, resolved once.
+
+A node's decision varies with its engine mode (the family of scheduler whose rules it follows:
+label ``numalign.io/engine-mode`` or a scheduler profile), its kubelet configuration (policy,
+scope, policy options behind their feature gates) and its labels and annotations.
+:func:`resolve_rules` reads all of them once into a frozen :class:`NodeRules`; admission, the
+scheduler's filters, the extender and the launcher ask it and never test a mode themselves.
+
+It carries:
+
+* the Topology Manager settings (:class:`~numalign.modes.family.NodePolicy`);
+* the family's rules for this node (:class:`~numalign.modes.family.FamilyNode`): the policy a
+  pod gets, the providers and their options, the merge;
+* the admission chain: the kubelet's admit handlers in the order it runs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from numalign.engine.policies import (
+    Policy,
+    PolicyOptions,
+    Scope,
+    TopologyPolicy,
+    parse_options,
+    parse_policy,
+    parse_scope,
+)
+from numalign.engine.scopes import Merge
+from numalign.machine.model import Machine
+from numalign.modes.family import FamilyNode, ManagerStates, NodePolicy
+from numalign.modes.registry import Family, Mode, family_of
+from numalign.pods import Pod
+from numalign.resources.base import Provider
+
+DYNAMIC = "dynamic"  # KEP-693: the node applies each pod's own policy
+
+
+class AdmissionStep(StrEnum):
+    """One of the kubelet's pod admit handlers numalign models."""
+
+    #: node fit: pod count, cpu, memory, hugepages, extended resources against allocatable
+    #: (``lifecycle.NewPredicateAdmitHandler``): ``OutOfcpu`` and friends
+    PREDICATES = "predicates"
+    #: the Topology Manager's merge, then every provider's allocation
+    #: (``GetAllocateResourcesPodAdmitHandler``): ``TopologyAffinityError`` and friends
+    TOPOLOGY_MANAGER = "topology-manager"
+
+
+#: the order numalign admits in today
+ADMISSION_CHAIN = (AdmissionStep.PREDICATES, AdmissionStep.TOPOLOGY_MANAGER)
+
+
+@dataclass(frozen=True)
+class NodeRules:
+    """How one node decides (see the module docstring)."""
+
+    mode: Mode
+    family: Family
+    node: NodePolicy
+    decides: FamilyNode
+    chain: tuple[AdmissionStep, ...] = ADMISSION_CHAIN
+
+    @property
+    def dynamic(self) -> bool:
+        return self.node.dynamic
+
+    @property
+    def kubelet_only(self) -> bool:
+        """The kubelet's own rules with one node policy: no other family, no per-pod policy."""
+        return self.family.mode is Mode.KUBELET and not self.node.dynamic
+
+    def policy_for(self, pod: Pod) -> tuple[Policy, Scope]:
+        return self.decides.policy_for(pod)
+
+    def providers(
+        self, states: ManagerStates, reserved: frozenset[int], policy_of: Callable[[Pod], Policy]
+    ) -> list[Provider]:
+        return self.decides.providers(states, reserved, policy_of)
+
+    def merge(self, policy: TopologyPolicy, providers: Sequence[Provider]) -> Merge | None:
+        return self.decides.merge(policy, providers)
+
+
+def node_policy(machine: Machine) -> NodePolicy:
+    """The Topology Manager settings of ``machine``'s kubelet section, checked as the kubelet
+    checks them at start-up (policy and scope names, options behind their gates)."""
+    kc = machine.kubelet
+    dynamic = kc.topology_manager_policy == DYNAMIC
+    options: PolicyOptions = parse_options(
+        dict(kc.topology_manager_policy_options), "kubelet.topologyManagerPolicyOptions",
+        kc.feature_gates,
+    )
+    if dynamic:
+        policy, implied = Policy.NONE, None
+    else:
+        policy, implied = parse_policy(kc.topology_manager_policy, "kubelet.topologyManagerPolicy")
+    scope = implied or parse_scope(kc.topology_manager_scope, "kubelet.topologyManagerScope")
+    return NodePolicy(policy, scope, options, dynamic)
+
+
+def resolve_rules(machine: Machine, mode: Mode | None = None, node: NodePolicy | None = None) -> NodeRules:
+    """The rules of ``machine`` (``mode`` overrides its engine-mode label: a scheduler profile's;
+    ``node``: its kubelet settings when already resolved)."""
+    settings = node if node is not None else node_policy(machine)
+    family = family_of(machine.labels, mode)
+    return NodeRules(family.mode, family, settings, family.resolve(machine, settings))
+
+
+__all__ = [
+    "ADMISSION_CHAIN",
+    "DYNAMIC",
+    "AdmissionStep",
+    "NodeRules",
+    "node_policy",
+    "resolve_rules",
+]
