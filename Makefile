@@ -34,6 +34,7 @@ demo: $(DEMO_STAMP)
 test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest -n auto
 
 bench: $(DEV_STAMP)

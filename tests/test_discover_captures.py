@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from numalign.machine.capture_archive import extract_capture
 from numalign.machine.hwloc import load_hwloc_xml
 from numalign.machine.model import Machine
-from numalign.machine.sysfs import Discovery, extract_capture, load_sysfs, read_sysfs
+from numalign.machine.sysfs import Discovery, load_sysfs, read_sysfs
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 LINUX = SHARED / "topologies" / "hwloc" / "linux"

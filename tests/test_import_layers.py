@@ -1,4 +1,4 @@
-"""The house's layering, checked on the source: no import cycles, no upward imports.
+"""The house's imports, checked on the source: no import cycles.
 
 Every module under ``src/numalign`` is parsed (not imported); every ``import`` and
 ``from ... import`` counts, wherever it is - module level, inside a function, or under
@@ -7,58 +7,22 @@ import name`` is an edge to the submodule ``pkg.name`` when that is a module, el
 ``pkg``. The implicit import of a parent package (``a.b`` imports ``a`` first) is not an
 edge.
 
-Layers (lower never imports higher):
-
-* the engine floor (bitmask, hints, merge, policies, scopes, pods, pod_policy, errors,
-  cpulist, quantity, machine/model, resources/*) imports no adapter;
-* ``scheduler`` imports no simulator, Kubernetes adapter, launcher or CLI;
-* ``sim`` imports no Kubernetes adapter, launcher or CLI;
-* ``node`` imports no scheduler, simulator, Kubernetes adapter or launcher.
+The layers themselves (who may import whom) are import-linter's contract in ``pyproject.toml``,
+checked by ``make test``'s ``lint-imports`` and ``tests/test_architecture.py``; this file adds
+what that contract does not: no cycle, even inside a layer.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-import pytest
 
 from conftest import REPO
 
 SRC = REPO / "src"
 PACKAGE = "numalign"
-
-FLOOR = (
-    "numalign.engine.bitmask", "numalign.engine.hints", "numalign.engine.merge", "numalign.engine.policies", "numalign.engine.scopes",
-    "numalign.pods", "numalign.pods.annotations", "numalign.errors", "numalign.inputs.cpulist",
-    "numalign.inputs.quantity", "numalign.machine.model", "numalign.resources",
-)
-ADAPTERS = (
-    "numalign.node", "numalign.scheduler", "numalign.sim", "numalign.kube", "numalign.launcher",
-    "numalign.cli", "numalign.cli.demo",
-)
-#: (who, must not import, ...)
-RULES = {
-    "engine floor imports no adapter": (FLOOR, ADAPTERS),
-    "scheduler imports no sim/kube/launcher/cli": (
-        ("numalign.scheduler",),
-        ("numalign.sim", "numalign.kube", "numalign.launcher", "numalign.cli"),
-    ),
-    "sim imports no kube/launcher/cli": (
-        ("numalign.sim",),
-        ("numalign.kube", "numalign.launcher", "numalign.cli"),
-    ),
-    "node imports no scheduler/sim/kube/launcher": (
-        ("numalign.node",),
-        ("numalign.scheduler", "numalign.sim", "numalign.kube", "numalign.launcher"),
-    ),
-}
-#: rule -> reason, for a violation in a file this branch does not own (xfail, not strict)
-KNOWN_VIOLATIONS: dict[str, str] = {}
-
 
 @dataclass(frozen=True)
 class Edge:
@@ -119,10 +83,6 @@ def graph() -> dict[str, list[Edge]]:
     return {m: imports_of(m, p, known) for m, p in known.items()}
 
 
-def _within(module: str, prefixes: Iterable[str]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
-
-
 def find_cycle(edges: dict[str, list[Edge]]) -> list[Edge] | None:
     """One import cycle as its edges, or None (iterative depth-first search)."""
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -177,35 +137,6 @@ def test_a_function_level_cycle_is_found(tmp_path: Path) -> None:
     assert find_cycle({m: imports_of(m, p, known) for m, p in known.items()}) is None
 
 
-def test_an_upward_import_is_found() -> None:
-    g = {
-        "numalign.pods": [Edge("numalign.pods", "numalign.scheduler.cluster", 3)],
-        "numalign.resources.cpu": [Edge("numalign.resources.cpu", "numalign.engine.bitmask", 1)],
-    }
-    assert violations(g, FLOOR, ADAPTERS) == ["numalign.pods -> numalign.scheduler.cluster (line 3)"]
-    assert violations(g, ("numalign.node",), ADAPTERS) == []
-
-
 def test_no_import_cycles() -> None:
     cycle = find_cycle(graph())
     assert cycle is None, "import cycle: " + "; ".join(map(str, cycle or []))
-
-
-def violations(g: dict[str, list[Edge]], who: Iterable[str], forbidden: Iterable[str]) -> list[str]:
-    who, forbidden = tuple(who), tuple(forbidden)
-    return [str(e) for m, edges in g.items() if _within(m, who) for e in edges if _within(e.target, forbidden)]
-
-
-@pytest.mark.parametrize(
-    "rule",
-    [
-        pytest.param(r, marks=pytest.mark.xfail(strict=False, reason=KNOWN_VIOLATIONS[r]))
-        if r in KNOWN_VIOLATIONS
-        else r
-        for r in RULES
-    ],
-)
-def test_no_upward_imports(rule: str) -> None:
-    who, forbidden = RULES[rule]
-    bad = violations(graph(), who, forbidden)
-    assert not bad, f"{rule}: " + "; ".join(bad)

@@ -18,7 +18,7 @@ from numalign.cli.merge_case import parse_case
 from numalign.errors import InputError, one_line
 from numalign.inputs import documents as yamlfiles
 from numalign.kube.exporter import Exporter, ExportSources, run_loop
-from numalign.machine import hwloc, sysfs
+from numalign.machine import capture_archive, hwloc, sysfs
 
 FIG1 = REPO / "examples" / "fig1.yaml"
 
@@ -166,7 +166,7 @@ def test_sysfs_tarball_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         tf.add(root, arcname="cap")
     d = sysfs.load_sysfs(tar)  # the oversized member is not unpacked: memory taken as 0
     assert d.machine.numa_nodes[0].memory == 0
-    monkeypatch.setattr(sysfs, "MAX_TAR_MEMBERS", 10)
+    monkeypatch.setattr(capture_archive, "MAX_TAR_MEMBERS", 10)
     assert "capture has more than 10 members" in _err(sysfs.load_sysfs, tar)
 
 

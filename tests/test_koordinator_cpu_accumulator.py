@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from koordinator_topology import cpus, topo
-from numalign.modes.koordinator.cpu import (
+from numalign.modes.koordinator.cpu_accumulator import (
     CpuAllocError,
     NumaAllocateStrategy,
     _Accumulator,

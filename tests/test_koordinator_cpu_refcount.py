@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from koordinator_topology import cpus
 from koordinator_topology import topo as koordinator_topo
-from numalign.modes.koordinator.cpu import (
+from numalign.modes.koordinator.cpu_accumulator import (
     CpuRefCounts,
     NumaAllocateStrategy,
     _Accumulator,

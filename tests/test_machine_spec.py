@@ -821,3 +821,16 @@ def test_malformed_documents_raise_input_error_only(data: st.DataObject) -> None
     except InputError as e:
         assert "\n" not in str(e)
         assert str(e).startswith("m.yaml")
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_machine_spec_round_trips(path: Path) -> None:
+    """``load_machine(dump_machine(m)) == m`` for every machine spec under examples/."""
+    from numalign.inputs.documents import read_yaml
+    from numalign.machine.spec import dump_machine, load_machine
+
+    doc = read_yaml(str(path))
+    if not isinstance(doc, dict) or ("numaNodes" not in doc and "shape" not in doc):
+        pytest.skip("not a machine spec")
+    m = load_machine(doc, path.name)
+    assert load_machine(dump_machine(m), path.name) == m

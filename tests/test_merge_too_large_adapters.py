@@ -32,10 +32,11 @@ from numalign.kube.extender.core import ExtenderCore
 from numalign.kube.topology import build_nrt
 from numalign.machine.spec import read_machine_file
 from numalign.modes.koordinator.scheduling import koordinator_filter
+from numalign.modes.volcano.predicate import volcano_filter
 from numalign.node.admission import Node
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
-from numalign.scheduler.filters import exact_filter, volcano_filter
+from numalign.scheduler.filters import exact_filter
 from numalign.sim.cluster import builtin_cluster
 from numalign.sim.runner import simulate
 from numalign.sim.sources import parse_workload_spec

@@ -1,6 +1,6 @@
-"""A captured tarball is read in memory (:func:`numalign.machine.sysfs.read_capture_tree`) for
+"""A captured tarball is read in memory (:func:`numalign.machine.capture_archive.read_capture_tree`) for
 ``load_sysfs``; it must discover exactly what unpacking it to disk
-(:func:`~numalign.machine.sysfs.extract_capture` + :func:`~numalign.machine.sysfs.read_sysfs`)
+(:func:`~numalign.machine.capture_archive.extract_capture` + :func:`~numalign.machine.sysfs.read_sysfs`)
 discovers: the machine, the PCI inventory and the warnings, for every real capture and for
 hostile hand-made archives (links, loops, escapes, devices, duplicates, oversized members)."""
 
@@ -14,8 +14,10 @@ import pytest
 
 from conftest import SHARED
 from numalign.errors import InputError
+from numalign.machine import capture_archive
+from numalign.machine.capture_archive import extract_capture
 from numalign.machine.capture_tree import CaptureTree
-from numalign.machine.sysfs import Discovery, extract_capture, load_sysfs, read_sysfs
+from numalign.machine.sysfs import Discovery, load_sysfs, read_sysfs
 
 LINUX = SHARED / "topologies" / "hwloc" / "linux"
 CAPTURES = sorted(LINUX.glob("*.tar.bz2")) if LINUX.is_dir() else []
@@ -152,17 +154,16 @@ def test_decompressed_at_once_or_streaming_same_discovery(
     mode: str, at_once: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Small archives are decompressed at once, others read streaming: the same tree."""
-    import numalign.machine.sysfs as sysfs
 
     if not at_once:
-        monkeypatch.setattr(sysfs, "IN_MEMORY_TAR_BYTES", 0)
+        monkeypatch.setattr(capture_archive, "IN_MEMORY_TAR_BYTES", 0)
     src = _tar(tmp_path / "src.tar.gz", _base() + HOSTILE["virtual functions"])
     tarball = tmp_path / ("cap.tar" + {"w:gz": ".gz", "w:bz2": ".bz2", "w:xz": ".xz", "w:": ""}[mode])
     with tarfile.open(src) as tin, tarfile.open(tarball, mode) as tout:
         for m in tin.getmembers():
             tout.addfile(m, tin.extractfile(m) if m.isfile() else None)
     (tmp_path / "x").mkdir()
-    assert at_once == (sysfs._decompressed(tarball) is not None) or mode == "w:"
+    assert at_once == (capture_archive._decompressed(tarball) is not None) or mode == "w:"
     assert in_memory(tarball, "cap") == on_disk(tarball, tmp_path / "x", "cap")
 
 

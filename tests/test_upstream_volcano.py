@@ -149,8 +149,8 @@ def _pod(name: str, cpus: int, annotations: dict[str, str] | None = None) -> obj
     ("SingleNUMANode", "single-numa-node", False),  # Volcano compares the strings
 ])
 def test_volcano_policy_match_filter(task: str, node: str, passes: bool) -> None:
+    from numalign.modes.volcano.predicate import volcano_filter
     from numalign.node.admission import Node
-    from numalign.scheduler.filters import volcano_filter
 
     pod = _pod("p", 2, {"volcano.sh/numa-topology-policy": task})
     assert volcano_filter(Node(_snn_machine(node)), pod).passed is passes  # type: ignore[arg-type]

@@ -24,12 +24,13 @@ from numalign.errors import InputError
 from numalign.machine.model import Machine
 from numalign.machine.spec import load_machine
 from numalign.modes.volcano.fast import VolcanoMemo, volcano_shape
+from numalign.modes.volcano.predicate import volcano_filter, volcano_filter_reference
 from numalign.node.admission import Node
 from numalign.node.usage import ObservedUsage, apply_observed
 from numalign.pods import Container, ContainerKind, Pod, QOSClass
 from numalign.pods.annotations import VOLCANO_ANNOTATION
 from numalign.scheduler import Cluster, Scheduler, get_profile
-from numalign.scheduler.filters import FilterResult, volcano_filter, volcano_filter_reference
+from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.scorers import volcano_numa_aware, volcano_numa_aware_array
 from numalign.sim.cluster import load_cluster
 from numalign.sim.sources import parse_workload_spec

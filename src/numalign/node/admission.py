@@ -111,11 +111,10 @@ class Node:
         """The engine mode this node decides by (its label, or a scheduler profile's)."""
         return self.rules.mode
 
-    def use_mode(self, mode: Mode) -> None:
+    def use_mode(self, mode: Mode | None) -> None:
         """Decide by ``mode``'s rules from now on (a scheduler profile that decides every
-        node's NUMA allocation, e.g. Koordinator's)."""
-        if mode is not self.rules.mode:
-            self.rules = resolve_rules(self.machine, mode, self.rules.node)
+        node's NUMA allocation, e.g. Koordinator's); None keeps the node's own."""
+        self.rules = self.rules.with_mode(self.machine, mode)
 
     @property
     def node_policy(self) -> Policy:

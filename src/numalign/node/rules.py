@@ -73,6 +73,12 @@ class NodeRules:
         """The kubelet's own rules with one node policy: no other family, no per-pod policy."""
         return self.family.mode is Mode.KUBELET and not self.node.dynamic
 
+    def with_mode(self, machine: Machine, mode: Mode | None) -> NodeRules:
+        """These rules under ``mode``'s family (None, or the same mode: unchanged)."""
+        if mode is None or mode is self.mode:
+            return self
+        return resolve_rules(machine, mode, self.node)
+
     def policy_for(self, pod: Pod) -> tuple[Policy, Scope]:
         return self.decides.policy_for(pod)
 

@@ -34,10 +34,11 @@ from numalign.errors import InputError
 from numalign.inputs import goparse
 from numalign.modes.koordinator.scheduling import KoordinatorNumaScore, koordinator_filter
 from numalign.modes.registry import Mode
+from numalign.modes.volcano.predicate import volcano_filter
 from numalign.modes.volcano.select import Pick, SchedulerView, VolcanoSelect
 from numalign.node.admission import Node
 from numalign.pods import Pod
-from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter, volcano_filter
+from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter
 from numalign.scheduler.scorers import (
     LeastNumaNodes,
     NodeScore,

@@ -97,9 +97,8 @@ class Scheduler:
     def __init__(self, cluster: Cluster, profile: Profile, nodes_to_score: int | None = None) -> None:
         self.cluster = cluster
         self.profile = profile
-        if profile.mode is not None:  # before the prefilter reads the nodes
-            for cn in cluster.nodes:
-                cn.node.use_mode(profile.mode)
+        for cn in cluster.nodes:  # the profile's engine mode, before the prefilter reads the nodes
+            cn.node.use_mode(profile.mode)
         self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
         #: node-aware NUMA scores per node: pod shape -> (node version, score)

@@ -54,7 +54,8 @@ from numalign.engine.policies import Policy
 from numalign.errors import UnexpectedAdmissionError
 from numalign.inputs.quantity import MEMORY, is_memory_resource
 from numalign.machine.model import Machine
-from numalign.modes.koordinator.cpu import KoordinatorCpuManager, split_evenly
+from numalign.modes.koordinator.cpu import KoordinatorCpuManager
+from numalign.modes.koordinator.cpu_accumulator import split_evenly
 from numalign.pods import Container, Pod, effective_pod_requests
 from numalign.resources.memory import default_machine_state
 from numalign.resources.memory_state import Block, MemoryState, numa_held

@@ -1,7 +1,7 @@
 """Volcano's numa-aware predicate without an admission per probe: a memo keyed by what the
 answer depends on.
 
-The predicate (:func:`numalign.scheduler.filters.volcano_filter_reference`) runs a CPU-only
+The predicate (:func:`numalign.modes.volcano.predicate.volcano_filter_reference`) runs a CPU-only
 admission of the pod's app containers under the node's policy with the legacy merge. Its
 answer - passed, the NUMA count of the CPUs it would take, the reason - reads nothing but
 

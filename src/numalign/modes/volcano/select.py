@@ -12,7 +12,7 @@ few passes over per-node arrays:
 * fit and the node score (LeastAllocated) are computed over every node's row, element by
   element as :meth:`~numalign.scheduler.cluster.Cluster.fits` and the profile's node score
   compute them for the fitting nodes (nodes that do not fit are then left out);
-* the predicate's policy checks (:func:`~numalign.scheduler.filters.volcano_policy_check`)
+* the predicate's policy checks (:func:`~numalign.modes.volcano.predicate.volcano_policy_check`)
   depend on the pod and on the node's policy and CPU manager policy only: answered once per
   such class of nodes (the per-node arrays of one pattern of class answers are kept);
 * the admission's answer is looked up for every node in the predicate's memo
@@ -39,16 +39,12 @@ import numpy as np
 import numpy.typing as npt
 
 from numalign.modes.volcano.fast import FAILED, PASSED, UNKNOWN, VolcanoMemo, counts_suffice
+from numalign.modes.volcano.predicate import VOLCANO_MEMO, volcano_admission, volcano_policy_check
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.scheduler.cluster import Cluster
-from numalign.scheduler.filters import (
-    VOLCANO_MEMO,
-    FilterResult,
-    volcano_admission,
-    volcano_policy_check,
-)
+from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.scorers import (
     NumaScore,
     VolcanoNumaAware,
