@@ -83,8 +83,10 @@ def test_rejection_is_one_clear_line_and_status_1(tmp_path: Path) -> None:
     out = cli("run", "--machine", str(spec), "--state-dir", str(tmp_path / "s"), "--cpus", "64",
               "--", "true")
     assert out.returncode == 1
-    # issue 13: the kubelet's predicate admission (64 CPUs on 7 allocatable), with the cause
-    assert out.stderr.startswith("numalign run: OutOfcpu: ")
+    # the kubelet's Topology Manager answers before its predicates (kubelet.go registers the
+    # resource-allocation admit handler first); the cause still names the 7 allocatable CPUs
+    assert out.stderr.startswith("numalign run: TopologyAffinityError: ")
+    assert "try --policy" not in out.stderr  # no policy helps a request over the machine
     assert "the machine has 7 allocatable CPUs (CPU 0 is reserved)" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     # --wait does not wait for what never fits
@@ -107,7 +109,7 @@ def test_wait_times_out(tmp_path: Path) -> None:
                   "--wait", "--timeout", "1.5", "--", "true")
         took = time.monotonic() - t0
         assert out.returncode == 1, out.stderr
-        assert "waiting: OutOfcpu" in out.stderr  # issue 13: node-level fit comes first
+        assert "waiting: TopologyAffinityError" in out.stderr  # the Topology Manager first
         assert "see numalign ps" in out.stderr
         assert "still not admitted after waiting 1.5s" in out.stderr
         assert 1.4 < took < 30

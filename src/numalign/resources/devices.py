@@ -28,12 +28,13 @@ count (the smallest root that can hold it all, else the largest), ties broken by
 order of device ids (``gpu2`` before ``gpu10``). Class order is never traded for PCIe
 locality, so alignment to the hint is kept whenever the kubelet would keep it.
 
-Extended resources the machine has no device of at all: the kubelet's device manager skips
-them and its predicate admission drops "missing extended resources", so such a pod is
-admitted without devices. numalign rejects it by default (``strict_unknown_resources``) with
-the device manager's message for an unregistered resource, ``UnexpectedAdmissionError``
-"Allocate failed due to cannot allocate unregistered device <name>, which is unexpected";
-pass ``strict_unknown_resources=False`` for the kubelet's lenient behaviour.
+Extended resources no device plugin ever registered (the machine has no device of them, and
+none is allocated in the state): the kubelet's device manager skips them
+(``isDevicePluginResource``) and its predicate admission drops "missing extended resources", so
+such a pod is admitted without devices. ``cannot allocate unregistered device <name>`` is only
+for a resource the manager knows from its state whose devices are gone (a plugin that did not
+come back after a restart); ``no healthy devices present`` for one whose devices are all
+unhealthy.
 """
 
 from __future__ import annotations
@@ -279,12 +280,9 @@ class DeviceManager:
         self,
         machine: Machine,
         state: DeviceState | None = None,
-        *,
-        strict_unknown_resources: bool = True,
     ) -> None:
         self.machine = machine
         self.state = state if state is not None else DeviceState()
-        self.strict_unknown_resources = strict_unknown_resources
         self._devices: dict[str, dict[str, Device]] = {}
         for d in machine.devices:
             self._devices.setdefault(d.resource, {})[d.id] = d
@@ -397,10 +395,6 @@ class DeviceManager:
         for uid in list(st.reusable):
             if uid != pod.uid:
                 del st.reusable[uid]
-        if self.strict_unknown_resources:
-            for r in sorted(container.limits):
-                if is_extended_resource(r) and not self.is_device_resource(r):
-                    raise _DeviceError(f"cannot allocate unregistered device {r}")
         for resource, needed in sorted(self._requests(container.limits).items()):
             chosen = self._devices_to_allocate(
                 st, pod.uid, container.name, resource, needed, reuse.get(resource, set()), hint

@@ -50,10 +50,8 @@ def is_gpu(resource: str) -> bool:
 class KoordinatorDeviceManager(DeviceManager):
     """The device manager's bookkeeping and allocation with DeviceShare's hints and scores."""
 
-    def __init__(
-        self, machine: Machine, state: DeviceState | None = None, *, strict_unknown_resources: bool = True
-    ) -> None:
-        super().__init__(machine, state, strict_unknown_resources=strict_unknown_resources)
+    def __init__(self, machine: Machine, state: DeviceState | None = None) -> None:
+        super().__init__(machine, state)
         self._hinted: tuple[Pod, int] | None = None
         self._scores: dict[int, int] = {}
         self._whole: tuple[Pod, frozenset[tuple[str, str]] | None] | None = None
