@@ -166,7 +166,9 @@ def test_gpu_env_uses_pci_order() -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--cpus", "1.5"], "--cpus: a whole number"),
     (["--cpus", "0"], "--cpus: must be at least 1"),
-    (["--memory=-1Gi"], "--memory: must be positive"),
+    (["--memory=-1Gi"], "--memory: a memory amount must be positive"),
+    (["--memory", "-1Gi"], "--memory: a memory amount must be positive, got '-1Gi'"),
+    (["--hugepages-2Mi", "-.5Gi"], "--hugepages-2Mi: a hugepage amount must be positive"),
     (["--device", "foo"], "--device: expected RESOURCE=COUNT"),
     (["--device", "x.com/y=1"], "no x.com/y devices"),
     (["--policy", "tight"], 'unknown policy: "tight"'),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from itertools import product
 
 from hypothesis import HealthCheck, given, settings
@@ -40,6 +41,13 @@ def machines(draw: st.DrawFn) -> tuple[list[int], dict[int, dict[int, int]]]:
 
 
 def hint_lists(ids: list[int]) -> st.SearchStrategy[ProviderHints]:
+    return _hint_lists(tuple(ids))
+
+
+@functools.cache
+def _hint_lists(ids: tuple[int, ...]) -> st.SearchStrategy[ProviderHints]:
+    """Built once per id set: a strategy built inside a draw is validated again every time,
+    which cost more than the merge under test."""
     full = mask_of(ids)
     mask = st.integers(0, full).map(lambda m: m & full) | st.just(None)
     hint = st.builds(TopologyHint, mask, st.booleans())

@@ -237,9 +237,10 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from numalign.cli.argparser import StrictParser
     from numalign.cli.help import document
 
-    parser = argparse.ArgumentParser(
+    parser = StrictParser(
         prog="numalign",
         description="Kubelet-exact NUMA alignment, for nodes, clusters and processes.",
         epilog="`numalign COMMAND --help` shows a command's options and examples.",
