@@ -32,8 +32,9 @@ class StrictParser(argparse.ArgumentParser):
     """:class:`argparse.ArgumentParser` without abbreviations, with suggestions for unknown
     flags and one-line errors (see the module docstring)."""
 
-    def __init__(self, *args: Any, allow_abbrev: bool = False, **kwargs: Any) -> None:
-        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(**kwargs)
         # argparse's own matcher takes only plain numbers (-1, -.5) for values
         self._negative_number_matcher = NEGATIVE_LOOKING
 
