@@ -46,14 +46,17 @@ def test_quiet_is_silent(stream: io.StringIO) -> None:
 
 
 def test_simulate_into_a_log_file_writes_no_carriage_return(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["simulate", "--cluster", "builtin:small", "--workload", "synthetic:count=30",
-                 "--profiles", "default,numalign", "--out", str(tmp_path)]) == 0
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import numalign.sim.report as report
+
+    monkeypatch.setattr(report, "plotting_available", lambda: False)  # the plots are not the point
+    argv = ["simulate", "--cluster", "builtin:small", "--workload", "synthetic:count=12",
+            "--profiles", "default,numalign", "--out", str(tmp_path)]
+    assert main(argv) == 0
     err = capsys.readouterr().err  # captured: not a terminal, like a log file
     assert "\r" not in err
     lines = err.splitlines()
     assert lines[0].startswith("cluster: 4 nodes; workload: ")
     assert [line.split(":")[0] for line in lines[1:3]] == ["  default", "  numalign"]
-    assert main(["simulate", "--cluster", "builtin:small", "--workload", "synthetic:count=30",
-                 "--profiles", "default,numalign", "--out", str(tmp_path), "--quiet"]) == 0
+    assert main([*argv, "--quiet"]) == 0
     assert "pods replayed" not in capsys.readouterr().err
