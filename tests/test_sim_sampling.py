@@ -116,9 +116,9 @@ def test_samples_and_accounting_properties(
 
 
 @pytest.mark.parametrize(("spec", "recreate"), [
-    ("synthetic:count=300,seed=7", False),
-    ("synthetic:count=300,seed=8", True),
-    ("synthetic:count=200,seed=9,load=3", True),
+    ("synthetic:count=200,seed=7", False),
+    ("synthetic:count=200,seed=8", True),
+    ("synthetic:count=150,seed=9,load=3", True),
 ])
 def test_overloaded_runs_balance_their_books(spec: str, recreate: bool) -> None:
     """Busy runs: pods pend, some are dropped, rejected pods are recreated - rows add up."""
