@@ -60,7 +60,11 @@ def _fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     (["export", "-m", FIG1, "--node", "x"],
      "numalign export: error: unrecognized arguments --node (did you mean --node-name?), x"),
     (["simulate", "--quite"], "numalign simulate: error: unrecognized argument --quite (did you mean --quiet?)"),
-    (["schema", "machine", "--zzz"], "numalign schema: error: unrecognized argument --zzz"),
+    (["schema", "machine", "--zzz"],
+     "numalign schema: error: unrecognized argument --zzz (see numalign schema --help)"),
+    ([], "numalign: error: the following arguments are required: COMMAND (see numalign --help)"),
+    (["extender"], "numalign extender: error: the following arguments are required: COMMAND"
+                   " (see numalign extender --help)"),
 ])
 def test_prefixes_and_misspellings_are_refused_with_a_suggestion(
         argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,7 +104,8 @@ def test_every_long_flag_without_its_last_letter_is_refused(capsys: pytest.Captu
      "numalign run: error: --hugepages-2Mi: a hugepage amount must be positive, got '-.5Gi'"),
     (["run", "-m", FIG1, "--cpus", "-2", "--dry-run"],
      "numalign run: error: --cpus: must be at least 1, got -2"),
-    (["export", "-m", FIG1, "--interval", "-5s"], "numalign export: error: argument --interval: invalid float value: '-5s'"),
+    (["export", "-m", FIG1, "--interval", "-5s"],
+     "numalign export: error: argument --interval: invalid float value: '-5s' (see numalign export --help)"),
     (["export", "-m", FIG1, "--interval", "-5"], "numalign export: error: --interval: must be positive"),
 ])
 def test_negative_looking_values_reach_their_check(

@@ -5,7 +5,7 @@
 * An unknown flag is named where it was given, with the closest flags of that command
   (:mod:`difflib`): ``numalign admit: error: unrecognized argument --machin (did you mean
   --machine?)``.
-* Every error is one line and exit status 2 (no usage block; ``--help`` shows it).
+* Every error is one line and exit status 2 (no usage block: the line points to ``--help``).
 * A value that starts with ``-`` and a digit (``--memory -1Gi``, ``--interval -.5``) is a
   value, not a flag, so the flag's own check says what is wrong with it; no numalign flag looks
   like that.
@@ -63,8 +63,10 @@ class StrictParser(argparse.ArgumentParser):
         return f"unrecognized {noun} {', '.join(parts)}"
 
     def error(self, message: str) -> NoReturn:
-        """One line on stderr, exit status 2 (argparse prints the usage block first)."""
-        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+        """One line on stderr, exit status 2: argparse's usage block is left out, and pointed
+        to unless a flag is suggested."""
+        hint = "" if "(did you mean " in message else f" (see {self.prog} --help)"
+        self.exit(2, f"{self.prog}: error: {one_line(message)}{hint}\n")
 
 
 def _closest(name: str, flags: Sequence[str]) -> list[str]:

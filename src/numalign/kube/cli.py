@@ -86,7 +86,7 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(handler=_cmd_export)
 
     p = sub.add_parser("extender", help="kube-scheduler extender service")
-    esub = p.add_subparsers(dest="extender_command", required=True)
+    esub = p.add_subparsers(dest="extender_command", required=True, metavar="COMMAND")
     s = esub.add_parser("serve", help="serve /filter, /prioritize, /bind, /metrics, /healthz, /readyz")
     s.add_argument("--host", default="127.0.0.1", help="listen address (default: loopback)")
     s.add_argument("--port", type=int, default=8888)
