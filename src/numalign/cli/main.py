@@ -237,9 +237,10 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from numalign.cli.argparser import StrictParser
     from numalign.cli.help import document
 
-    parser = argparse.ArgumentParser(
+    parser = StrictParser(
         prog="numalign",
         description="Kubelet-exact NUMA alignment, for nodes, clusters and processes.",
         epilog="`numalign COMMAND --help` shows a command's options and examples.",
@@ -320,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/sim", help="directory for summary.json and report.html")
     p.add_argument("--recreate", action="store_true", help="a ReplicaSet recreates pods the node rejected")
     p.add_argument("--shared", help="directory holding traces/ (default: $NUMALIGN_SHARED, else ./shared or ../shared)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress output (a bar on a terminal, else one line per profile)")
     p.set_defaults(handler=_cmd_simulate)
 
     from numalign.kube.cli import add_commands as add_kube_commands

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import threading
 import time
@@ -271,6 +272,11 @@ def run_loop(
         if obj is not None:
             try:
                 publish(obj)
+            except NumalignError as e:
+                if interval is None:  # a single export: the one-line error, exit 2
+                    raise
+                print(one_line(f"numalign export: publish failed: {e.message}"), file=log)
+                failed = "publish"
             except Exception as e:  # API errors: keep running, retry next round
                 print(one_line(f"numalign export: publish failed: {type(e).__name__}: {e}"), file=log)
                 failed = "publish"
@@ -294,6 +300,43 @@ def run_loop(
             return 0
 
 
+#: a Kubernetes object name (DNS-1123 subdomain), which the NRT's is: the node's
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def write_object(out_dir: Path, obj: dict[str, Any], output: str) -> Path:
+    """Write ``obj`` to ``out_dir/NAME.yaml`` (``.json`` for ``output`` json), replacing the
+    file atomically (a reader such as ``extender serve --nrt-dir`` never sees half of it).
+    The name must be a Kubernetes object name, so it is a plain file name."""
+    name = str(obj["metadata"]["name"])
+    if len(name) > 253 or not _OBJECT_NAME.fullmatch(name):
+        raise InputError(f"{name!r} is not a Kubernetes object name (lowercase letters, digits, "
+                         "'-' and '.'; at most 253 characters): give --node-name", "metadata.name")
+    suffix = "json" if output == "json" else "yaml"
+    if output == "json":
+        import json
+
+        text = json.dumps(obj, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump(obj, sort_keys=False)
+    path = out_dir / f"{name}.{suffix}"
+    tmp = out_dir / f".{name}.{suffix}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """``--out``: a directory this process can write in (created if missing); InputError if
+    not, before anything is exported."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if not os.access(out_dir, os.W_OK | os.X_OK):
+            raise PermissionError(13, "permission denied")
+    except OSError as e:
+        raise InputError(f"cannot write there: {e.strerror or e}", "--out") from None
+
+
 def export_command(
     sources: ExportSources,
     *,
@@ -303,10 +346,20 @@ def export_command(
     output: str,
     poll: float = 1.0,
     out: TextIO | None = None,
+    out_dir: Path | None = None,
 ) -> int:
     stream = out if out is not None else sys.stdout
     exporter = Exporter(sources)
-    if apply:
+    if out_dir is not None:
+        check_out_dir(out_dir)
+
+        def publish(obj: dict[str, Any]) -> None:
+            try:
+                path = write_object(out_dir, obj, output)
+            except OSError as e:
+                raise InputError(f"cannot write there: {e.strerror or e}", "--out") from None
+            print(f"numalign export: wrote {path}", file=sys.stderr)
+    elif apply:
         api = api_client(kubeconfig)
 
         def publish(obj: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 from numalign.errors import InputError
 from numalign.sim.cluster import resolve_cluster
@@ -53,27 +54,37 @@ def find_shared(
     return None
 
 
-class _Bar:
-    """A one-line progress bar on stderr (only when it is a terminal, or forced)."""
+class Progress:
+    """The replay's progress on ``stream`` (stderr): on a terminal, a bar redrawn in place;
+    anywhere else (a log file, a pipe) one plain line per profile when it is done, so a log
+    never gets ``\\r`` lines; nothing when ``quiet``."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, stream: TextIO, quiet: bool) -> None:
+        self.stream = stream
+        self.style = "off" if quiet else ("bar" if stream.isatty() else "lines")
         self.start = time.perf_counter()
 
     def __call__(self, profile: str, done: int, total: int) -> None:
-        if not self.enabled:
+        if self.style == "off":
+            return
+        elapsed = time.perf_counter() - self.start
+        if self.style == "lines":
+            if done >= total:
+                self.stream.write(f"  {profile}: {total} pods replayed in {elapsed:.1f} s\n")
+                self.stream.flush()
+                self.start = time.perf_counter()
             return
         width = 30
         filled = int(width * done / max(1, total))
-        rate = done / max(1e-9, time.perf_counter() - self.start)
-        sys.stderr.write(
+        rate = done / max(1e-9, elapsed)
+        self.stream.write(
             f"\r  {profile:<9} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} pods "
             f"({rate:,.0f}/s)  "
         )
         if done >= total:
-            sys.stderr.write("\n")
+            self.stream.write("\n")
             self.start = time.perf_counter()
-        sys.stderr.flush()
+        self.stream.flush()
 
 
 def _check_out(out: Path) -> None:
@@ -106,7 +117,7 @@ def run_simulation(
     if not quiet:
         print(f"cluster: {len(nodes)} nodes; workload: {wl.description or wl.name} ({len(wl)} pods)",
               file=sys.stderr)
-    result = simulate(nodes, wl, names, recreate=recreate, progress=_Bar(not quiet))
+    result = simulate(nodes, wl, names, recreate=recreate, progress=Progress(sys.stderr, quiet))
     summary = result.recorder.summary(
         cluster=cluster_overview(nodes, cluster or "builtin:default"),
         workload={"spec": spec, "name": wl.name, "pods": len(wl), "description": wl.description},
