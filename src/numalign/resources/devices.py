@@ -39,8 +39,11 @@ pass ``strict_unknown_resources=False`` for the kubelet's lenient behaviour.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 from typing import Any
 
 from numalign.engine.bitmask import mask_of
@@ -54,9 +57,12 @@ from numalign.pods import Container, ContainerKind, Pod
 __all__ = [
     "DeviceManager",
     "DeviceState",
+    "ResourceIndex",
     "device_sort_key",
     "generate_hints",
     "is_extended_resource",
+    "machine_index",
+    "mask_items",
     "pod_limits",
 ]
 
@@ -214,20 +220,54 @@ class DeviceState:
 # --------------------------------------------------------------------------------------------
 
 
-def _min_affinity_size(nodes: list[int], device_masks: list[int], request: int) -> int:
+def mask_items(masks: Iterable[int | None]) -> tuple[tuple[int, int], ...]:
+    """Devices as demand items: one ``(NUMA mask, how many devices)`` per distinct mask (devices
+    without a NUMA node - mask 0 or None - left out). Equal masks are summed, so a rule over
+    thousands of devices on a few NUMA nodes has a few items, and ``Demand.feasible`` costs
+    the same for any count."""
+    counts = Counter(masks)
+    counts.pop(0, None)
+    counts.pop(None, None)
+    return tuple(sorted((m, c) for m, c in counts.items() if m is not None))
+
+
+def _min_affinity_size(nodes: list[int], items: tuple[tuple[int, int], ...], request: int) -> int:
     """Smallest popcount of a mask touching at least ``request`` of the devices (kubelet
     ``minAffinitySize``, initialised to the number of NUMA nodes). The same search as the
-    merge's: devices are items worth one, no mask is listed."""
+    merge's: ``items`` are (mask, device count), no mask is listed."""
     n = len(nodes)
     if request <= 0:
         return 1 if n else 0
-    masks = [m for m in device_masks if m]
-    if len(masks) < request:
+    if sum(c for _, c in items) < request:
         return n
-    demand = Demand((tuple((m, 1) for m in masks),), (request,))
+    demand = Demand((items,), (request,))
     gen = GeneratedHints(tuple(nodes), mask_of(nodes), demand.feasible, 1, demand=demand)
     found = min_size(Family(gen), Budget())
     return n if found is None else found
+
+
+def _hints_of(
+    nodes: Iterable[int],
+    all_items: tuple[tuple[int, int], ...],
+    available: tuple[tuple[int, int], ...],
+    reuse_masks: list[int],
+    request: int,
+) -> ResourceHints:
+    node_list = sorted(nodes)
+    preferred = _min_affinity_size(node_list, all_items, request)
+    # as data: one item per distinct NUMA mask of the available devices (worth their count),
+    # the reusable devices' nodes touched
+    demand = Demand((available,), (request - len(reuse_masks),), touch=tuple(reuse_masks))
+    gen = GeneratedHints(
+        nodes=tuple(node_list),
+        universe=mask_of(node_list),
+        feasible=demand.feasible,
+        preferred_size=preferred,
+        demand=demand,
+    )
+    if gen.is_empty():
+        return []
+    return gen
 
 
 def generate_hints(
@@ -238,27 +278,77 @@ def generate_hints(
     request: int,
 ) -> ResourceHints:
     """kubelet ``generateDeviceTopologyHints`` as a rule (``[]`` when no mask qualifies)."""
-    node_list = sorted(nodes)
-    min_size = _min_affinity_size(node_list, [mask_of(d.numa) for d in all_devices], request)
-    reuse_masks = [mask_of(d.numa) for d in reusable if d.numa]
-    avail_masks = [mask_of(d.numa) for d in available if d.numa]
-    # as data: one item per available device (its NUMA mask, worth one device), the
-    # reusable devices' nodes touched
-    demand = Demand(
-        (tuple((m, 1) for m in avail_masks),),
-        (request - len(reuse_masks),),
-        touch=tuple(reuse_masks),
+    return _hints_of(
+        nodes,
+        mask_items(mask_of(d.numa) for d in all_devices),
+        mask_items(mask_of(d.numa) for d in available),
+        [mask_of(d.numa) for d in reusable if d.numa],
+        request,
     )
-    gen = GeneratedHints(
-        nodes=tuple(node_list),
-        universe=mask_of(node_list),
-        feasible=demand.feasible,
-        preferred_size=min_size,
-        demand=demand,
-    )
-    if gen.is_empty():
-        return []
-    return gen
+
+
+# --------------------------------------------------------------------------------------------
+# Per-machine index (built once per machine, shared by every manager on it)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class ResourceIndex:
+    """One resource's devices on one machine, looked up in O(1): the manager's work per pod
+    is then linear in the devices it looks at, never in devices times devices."""
+
+    by_id: Mapping[str, Device]
+    #: device id -> position in the natural order (ties: the id's text)
+    rank: Mapping[str, int]
+    #: device id -> NUMA mask (0: no NUMA node)
+    mask: Mapping[str, int]
+    #: device id -> PCIe root (None: unknown)
+    root: Mapping[str, str | None]
+    healthy: frozenset[str]
+    #: some device has a NUMA node (kubelet ``deviceHasTopologyAlignment``)
+    topology: bool
+    #: every device's NUMA mask as demand items (what ``minAffinitySize`` counts)
+    all_items: tuple[tuple[int, int], ...]
+    #: some device has a PCIe root
+    rooted: bool
+
+    @staticmethod
+    def of(devices: Iterable[Device]) -> ResourceIndex:
+        by_id = {d.id: d for d in devices}
+        order = sorted(by_id, key=lambda i: (device_sort_key(i), i))
+        mask = {i: mask_of(d.numa) for i, d in by_id.items()}
+        return ResourceIndex(
+            by_id,
+            {i: k for k, i in enumerate(order)},
+            mask,
+            {i: d.pcie_root for i, d in by_id.items()},
+            frozenset(i for i, d in by_id.items() if d.healthy),
+            any(mask.values()),
+            mask_items(mask.values()),
+            any(d.pcie_root is not None for d in by_id.values()),
+        )
+
+    def natural(self, ids: Iterable[str]) -> list[str]:
+        """``ids`` (all of this resource) in natural order."""
+        return sorted(ids, key=self.rank.__getitem__)
+
+
+_EMPTY_INDEX = ResourceIndex.of(())
+#: where a machine keeps its index (in its instance dictionary, as ``cached_property`` does:
+#: made once, shared by every manager on the machine, and pickled with it - an engine built
+#: in the extender's worker process arrives with its index)
+_INDEX_ATTR = "_device_index"
+
+
+def machine_index(machine: Machine) -> dict[str, ResourceIndex]:
+    """resource -> :class:`ResourceIndex` of ``machine`` (made on first use, then kept)."""
+    got: dict[str, ResourceIndex] | None = machine.__dict__.get(_INDEX_ATTR)
+    if got is None:
+        per: dict[str, list[Device]] = {}
+        for d in machine.devices:
+            per.setdefault(d.resource, []).append(d)
+        got = machine.__dict__[_INDEX_ATTR] = {r: ResourceIndex.of(ds) for r, ds in per.items()}
+    return got
 
 
 # --------------------------------------------------------------------------------------------
@@ -285,9 +375,7 @@ class DeviceManager:
         self.machine = machine
         self.state = state if state is not None else DeviceState()
         self.strict_unknown_resources = strict_unknown_resources
-        self._devices: dict[str, dict[str, Device]] = {}
-        for d in machine.devices:
-            self._devices.setdefault(d.resource, {})[d.id] = d
+        self._index = machine_index(machine)
 
     def validate_state(self) -> None:
         """A loaded state must name devices the machine has, and no device may be held by two
@@ -297,7 +385,7 @@ class DeviceManager:
             for cname, per_res in per_container.items():
                 for res, ids in per_res.items():
                     for i in ids:
-                        if i not in self._devices.get(res, {}):
+                        if i not in self._ix(res).by_id:
                             raise StateError(
                                 f"pod {uid} container {cname}: device {res}/{i} is not on this machine"
                             )
@@ -307,18 +395,21 @@ class DeviceManager:
 
     # -- helpers -------------------------------------------------------------------------
 
+    def _ix(self, resource: str) -> ResourceIndex:
+        return self._index.get(resource, _EMPTY_INDEX)
+
     def is_device_resource(self, resource: str) -> bool:
         """kubelet ``isDevicePluginResource``: registered, or still allocated."""
-        return resource in self._devices or resource in self.state.resources()
+        return resource in self._index or resource in self.state.resources()
 
     def _has_topology(self, resource: str) -> bool:
-        return any(d.numa for d in self._devices.get(resource, {}).values())
+        return self._ix(resource).topology
 
-    def _healthy(self, resource: str) -> set[str]:
-        return {i for i, d in self._devices.get(resource, {}).items() if d.healthy}
+    def _healthy(self, resource: str) -> frozenset[str]:
+        return self._ix(resource).healthy
 
     def _device(self, resource: str, device_id: str) -> Device:
-        d = self._devices.get(resource, {}).get(device_id)
+        d = self._ix(resource).by_id.get(device_id)
         return d if d is not None else Device(resource, device_id)
 
     def _requests(self, limits: Mapping[str, int]) -> dict[str, int]:
@@ -327,11 +418,13 @@ class DeviceManager:
     def _generate(
         self, resource: str, available: Iterable[str], reusable: Iterable[str], request: int
     ) -> ResourceHints:
-        return generate_hints(
+        ix = self._ix(resource)
+        mask = ix.mask.get
+        return _hints_of(
             self.machine.node_ids,
-            self._devices.get(resource, {}).values(),
-            [self._device(resource, i) for i in available],
-            [self._device(resource, i) for i in reusable],
+            ix.all_items,
+            mask_items(map(mask, available)),
+            [m for m in map(mask, reusable) if m],
             request,
         )
 
@@ -390,6 +483,16 @@ class DeviceManager:
         self.state.allocated = work.allocated
         self.state.reusable = work.reusable
 
+    def _sorted(self, resource: str, ids: Iterable[str]) -> list[str]:
+        """``ids`` in natural order (ids the machine lacks: by :func:`device_sort_key`, last)."""
+        rank = self._ix(resource).rank
+        known = [i for i in ids if i in rank]
+        unknown = [i for i in ids if i not in rank] if not isinstance(ids, list) or len(known) != len(ids) else []
+        known.sort(key=rank.__getitem__)
+        if unknown:
+            known += sorted(unknown, key=lambda i: (device_sort_key(i), i))
+        return known
+
     def _allocate_into(
         self, st: DeviceState, pod: Pod, container: Container, hint: TopologyHint
     ) -> None:
@@ -407,9 +510,7 @@ class DeviceManager:
             )
             if chosen:
                 entry = st.allocated.setdefault(pod.uid, {}).setdefault(container.name, {})
-                entry[resource] = sorted(
-                    set(entry.get(resource, [])) | set(chosen), key=device_sort_key
-                )
+                entry[resource] = self._sorted(resource, set(entry.get(resource, [])) | set(chosen))
         mine = st.allocated.get(pod.uid, {}).get(container.name, {})
         if container.kind is ContainerKind.INIT:
             for r, ids in mine.items():
@@ -438,7 +539,7 @@ class DeviceManager:
                     f'pod "{pod_uid}" container "{container}" changed request for resource '
                     f'"{resource}" from {len(previous)} to {required}'
                 )
-        if resource not in self._devices:
+        if resource not in self._index:
             raise _DeviceError(f"cannot allocate unregistered device {resource}")
         healthy = self._healthy(resource)
         if not healthy:
@@ -453,7 +554,7 @@ class DeviceManager:
             return []
         chosen: list[str] = []
         # 1. devices of this pod's init containers (unhealthy ones are never handed out)
-        for d in sorted(reusable & healthy, key=device_sort_key):
+        for d in self._sorted(resource, reusable & healthy):
             if needed == 0:
                 return chosen
             chosen.append(d)
@@ -477,49 +578,83 @@ class DeviceManager:
         )
 
     def _filter_by_affinity(
-        self, resource: str, available: set[str], hint: TopologyHint
+        self, resource: str, available: set[str] | frozenset[str], hint: TopologyHint
     ) -> tuple[list[str], list[str], list[str]]:
         """kubelet ``filterByAffinity``: aligned (some NUMA node in the hint), unaligned (NUMA
         nodes, none in the hint), no affinity (no NUMA node); everything is "no affinity"
-        when the resource has no topology or the hint has no affinity."""
-        ids = sorted(available, key=device_sort_key)
-        if not self._has_topology(resource) or hint.affinity is None:
+        when the resource has no topology or the hint has no affinity. Each in natural order."""
+        ix = self._ix(resource)
+        ids = ix.natural(available)
+        if not ix.topology or hint.affinity is None:
             return [], [], ids
+        affinity = hint.affinity
+        mask = ix.mask
         aligned: list[str] = []
         unaligned: list[str] = []
         none: list[str] = []
         for i in ids:
-            d = self._device(resource, i)
-            if not d.numa:
+            m = mask[i]
+            if not m:
                 none.append(i)
-            elif mask_of(d.numa) & hint.affinity:
+            elif m & affinity:
                 aligned.append(i)
             else:
                 unaligned.append(i)
         return aligned, unaligned, none
 
     def _take(self, resource: str, group: list[str], needed: int, chosen: list[str]) -> int:
-        """Pick up to ``needed`` devices of one class, PCIe-root aware (see module doc)."""
-        left = list(group)
-        while needed > 0 and left:
-            roots = {self._device(resource, c).pcie_root for c in chosen} - {None}
-            same = [i for i in left if self._device(resource, i).pcie_root in roots]
-            if same:
-                pick = same[0]
+        """Pick up to ``needed`` devices of one class (``group``, in natural order), PCIe-root
+        aware (see module doc); appends them to ``chosen``, returns how many are still needed.
+
+        The rule, pick by pick: the first device (natural order) whose PCIe root is already
+        among the chosen devices' roots; if there is none, the first device of the root
+        group that best fits the remaining count - the smallest group holding it all, else
+        the largest, ties to the group whose first device comes first (a device without a
+        root is a group of its own). Linear in the group (and a logarithm): the groups are
+        made once; a root in use gives its devices in order through a heap of group heads;
+        groups not yet started keep their full size, so they wait in buckets by size, each
+        bucket in order of their first devices, and the fitting size is a bisection."""
+        if needed <= 0 or not group:
+            return needed
+        ix = self._ix(resource)
+        root_of = ix.root
+        if not ix.rooted:  # every device a group of its own: in order
+            take = group[:needed]
+            chosen += take
+            return needed - len(take)
+        roots = {root_of.get(c) for c in chosen}
+        roots.discard(None)
+        members: dict[object, list[int]] = {}  # group key -> positions in ``group``, ascending
+        for pos, i in enumerate(group):
+            r = root_of.get(i)
+            members.setdefault(r if r is not None else (None, pos), []).append(pos)
+        active: list[tuple[int, int, object]] = []  # (position of head, index in its list, key)
+        buckets: dict[int, list[object]] = {}  # size -> keys of unstarted groups, by first position
+        for key, positions in members.items():
+            if key in roots:
+                heappush(active, (positions[0], 0, key))
             else:
-                by_root: dict[str, list[str]] = {}
-                for i in left:
-                    root = self._device(resource, i).pcie_root
-                    by_root.setdefault(root if root is not None else f"\0{i}", []).append(i)
-                groups = list(by_root.values())
-                fitting = [g for g in groups if len(g) >= needed]
-                if fitting:
-                    best = min(fitting, key=lambda g: (len(g), device_sort_key(g[0])))
-                else:
-                    best = min(groups, key=lambda g: (-len(g), device_sort_key(g[0])))
-                pick = best[0]
-            chosen.append(pick)
-            left.remove(pick)
+                buckets.setdefault(len(positions), []).append(key)
+        sizes = sorted(buckets)
+        heads = dict.fromkeys(sizes, 0)  # size -> next unstarted group in its bucket
+        while needed > 0:
+            if active:
+                pos, k, key = heappop(active)
+            elif sizes:
+                j = bisect_left(sizes, needed)
+                size = sizes[j] if j < len(sizes) else sizes[-1]
+                key = buckets[size][heads[size]]
+                heads[size] += 1
+                if heads[size] == len(buckets[size]):
+                    sizes.remove(size)
+                k = 0
+                pos = members[key][0]
+            else:
+                break
+            positions = members[key]
+            if k + 1 < len(positions):  # its root is in use now: its next device is a head
+                heappush(active, (positions[k + 1], k + 1, key))
+            chosen.append(group[pos])
             needed -= 1
         return needed
 
