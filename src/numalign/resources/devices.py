@@ -79,9 +79,16 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 def device_sort_key(device_id: str) -> tuple[tuple[int, int | str], ...]:
-    """Natural order of device ids: ``gpu2`` < ``gpu10``."""
-    parts = _DIGITS.split(device_id)
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p != "")
+    """Natural order of device ids: ``gpu2`` < ``gpu10``. The runs of decimal digits (the
+    regular expression's, which ``int`` reads) are numbers; the rest is text (``str.isdigit``
+    would also take ``²``, which ``int`` refuses)."""
+    key: list[tuple[int, int | str]] = []
+    for k, part in enumerate(_DIGITS.split(device_id)):
+        if k % 2:  # the split's captured digit runs sit at odd positions
+            key.append((0, int(part)))
+        elif part:
+            key.append((1, part))
+    return tuple(key)
 
 
 def pod_limits(pod: Pod) -> dict[str, int]:

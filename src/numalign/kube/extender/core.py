@@ -39,6 +39,7 @@ from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes
 from numalign.pods import Pod
 from numalign.pods.policy import KOORDINATOR_ANNOTATION, VOLCANO_ANNOTATION
+from numalign.resources.devices import machine_index
 from numalign.scheduler import Profile, get_profile
 
 MAX_EXTENDER_PRIORITY = 10
@@ -173,6 +174,9 @@ def build_engine(obj: Any) -> Built:
         return Built("", None, None, f"unusable NodeResourceTopology: {type(e).__name__}: {e}")
     try:
         node = engine_from_nrt(obj)
+        # the device index is made here, where the engine is built (the builder's worker
+        # process), and travels with the machine: not on the server's loop at a first /filter
+        machine_index(node.machine)
         fp = fingerprint_of(obj) if isinstance(obj, dict) else None
     except Exception as e:  # one bad object must not stop the others
         msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
