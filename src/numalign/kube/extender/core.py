@@ -94,6 +94,11 @@ Decision = tuple[bool, int, str]
 Verdict = Literal[True] | str
 #: the reason of a failed decision that gave none
 NO_REASON = "TopologyAffinityError"
+#: the reason of a node a request's work budget left undecided (kube/extender/bounded.py)
+NOT_EVALUATED = ("not evaluated within this request's work budget (the node's engine is large, "
+                 "or the request needs many first-time evaluations); evaluation goes on, ask again")
+#: decides a node whose snapshot has not seen the pod's shape, or ``None`` (not now)
+Cold = Callable[["NodeEntry"], "Decision | None"]
 
 
 def verdict(d: Decision) -> Verdict:
@@ -746,10 +751,15 @@ class ExtenderCore:
             while len(self._pods) > MAX_REMEMBERED_PODS:
                 self._pods.popitem(last=False)
 
-    def filter(self, pod: Pod, names: Sequence[str], *,
-               shape: int | None = None) -> tuple[list[str], dict[str, str]]:
+    def filter(self, pod: Pod, names: Sequence[str], *, shape: int | None = None,
+               cold: Cold | None = None, assume: bool = True,
+               ) -> tuple[list[str], dict[str, str]]:
         """(names that pass, failed name -> reason). ``shape``: the pod's :meth:`shape_id`
-        when the caller has it (``pod`` is then already an :func:`engine_pod`)."""
+        when the caller has it (``pod`` is then already an :func:`engine_pod`). ``cold``:
+        decides a node whose snapshot has not seen the shape instead of the engine (``None``
+        from it: not decided, the node fails with :data:`NOT_EVALUATED`; see
+        :mod:`~numalign.kube.extender.bounded`); ``assume=False``: no assumption when one
+        node passes (the caller makes it)."""
         if self.clock() >= self._next_expiry:
             self._expire()
         if shape is None:
@@ -779,13 +789,16 @@ class ExtenderCore:
                 continue
             d = entry.cache.get(shape)
             if d is None:
-                d = self._miss(entry, pod, shape)
+                d = self._miss(entry, pod, shape) if cold is None else cold(entry)
+                if d is None:
+                    failed[name] = NOT_EVALUATED
+                    continue
             self._enter(table, entry, d)
             if d[0]:
                 passed.append(name)
             else:
                 failed[name] = d[2] or NO_REASON
-        if len(passed) == 1:
+        if len(passed) == 1 and assume:
             # decided on a snapshot; another request may have assumed a pod there since:
             # the admission into the current snapshot is what counts
             why = self._assume(passed[0], pod)
@@ -793,12 +806,13 @@ class ExtenderCore:
                 failed[passed.pop()] = why
         return passed, failed
 
-    def prioritize(self, pod: Pod, names: Sequence[str], *,
-                   shape: int | None = None) -> list[tuple[str, int]]:
+    def prioritize(self, pod: Pod, names: Sequence[str], *, shape: int | None = None,
+                   cold: Cold | None = None) -> list[tuple[str, int]]:
         """(name, 0..MaxExtenderPriority) per name: the profile's NUMA score (0..100) of the
         nodes that pass, scaled down (rounding down); 0 for the others, and for every node
         when the profile has no NUMA score. A relative score (Volcano's) is taken over the
-        passing nodes of this request."""
+        passing nodes of this request. ``cold`` as for :meth:`filter` (a node it does not
+        decide scores 0)."""
         if shape is None:
             pod = engine_pod(pod)
             shape = self.shape_id(pod)
@@ -814,7 +828,9 @@ class ExtenderCore:
                 continue
             d = entry.cache.get(shape)
             if d is None:
-                d = self._miss(entry, pod, shape)
+                d = self._miss(entry, pod, shape) if cold is None else cold(entry)
+                if d is None:
+                    continue
             if d[0]:
                 passing.append((k, d[1]))
         scores = [0] * len(names)

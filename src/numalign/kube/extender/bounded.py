@@ -1,0 +1,284 @@
+"""A bounded amount of work per request: one costly ``/filter`` never stalls the others.
+
+The extender answers on one event-loop thread (:mod:`~numalign.kube.extender.http_loop`). A
+decision a node's snapshot already holds is a dictionary lookup; a *first-time* decision (a pod
+shape the node has not seen) is a node admission, whose cost grows with the node's engine: about
+a millisecond on a 2-socket node, 10-25 ms on a node with thousands of GPUs, a second for a pod
+taking 8,000 of 16,384 CPUs. Made on the loop, that time is added to every other request.
+So, per request (:func:`filter_bounded`, :func:`prioritize_bounded`):
+
+* first-time decisions on **small** engines (at most :data:`INLINE_SIZE` CPUs + devices) are
+  made on the loop for at most :data:`INLINE_SLICE` seconds; the others - a large engine, or
+  beyond the slice - go to the :class:`Evaluator`'s thread, and the request's answer waits;
+* the :class:`Evaluator` decides node after node, **round robin** over the requests waiting
+  (one node of each in turn), so a request with hundreds of costly nodes delays another's few
+  by a node evaluation each, not by all of them; while it works, the interpreter's switch
+  interval is :data:`SWITCH_INTERVAL` (0.5 ms instead of 5 ms), so the loop thread gets the GIL
+  back within that after each of its system calls;
+* each request has a **deadline** (``budget`` seconds after its body was read; ``extender
+  serve --request-budget``, default :data:`DEFAULT_BUDGET`, inside kube-scheduler's extender
+  ``httpTimeout`` whose default is 5 s). At the deadline a watchdog thread answers with the
+  decisions made so far; every node still undecided fails with :data:`NOT_EVALUATED` (for
+  ``/prioritize``: scores 0). An evaluation already running finishes (it cannot be
+  interrupted) and is kept in the node's cache, so the next attempt finds it decided; the
+  request's other nodes are dropped from the queue;
+* at most :data:`MAX_WAITING` requests wait for the evaluator; beyond that a request's costly
+  nodes fail with :data:`NOT_EVALUATED` at once.
+
+When exactly one node passes a filter, the pod is assumed on it (as
+:meth:`~numalign.kube.extender.core.ExtenderCore.filter` does): on the loop for a small engine,
+on the evaluator's thread for a large one - and not at all if the deadline comes first (the
+answer is then sent without the assumption; ``/bind`` still assumes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from numalign.kube.extender.core import Decision, ExtenderCore, NodeEntry
+from numalign.pods import Pod
+
+#: engines with at most this many CPUs + devices are decided on the loop (a pod filling such
+#: a node takes about 3 ms; a 2-socket, 8-GPU node has about 270)
+INLINE_SIZE = 512
+#: seconds of first-time decisions one request makes on the loop before the rest go to the
+#: evaluator
+INLINE_SLICE = 0.002
+#: seconds from a request's body to its answer, at most (kube-scheduler's extender
+#: ``httpTimeout`` defaults to 5 s: ``DefaultExtenderTimeout``, pkg/scheduler/extender.go)
+DEFAULT_BUDGET = 3.0
+#: requests waiting for the evaluator at once
+MAX_WAITING = 64
+#: the interpreter's switch interval while the evaluator works (seconds; CPython's default 0.005)
+SWITCH_INTERVAL = 0.0005
+
+T = TypeVar("T")
+
+
+def engine_size(entry: NodeEntry) -> int:
+    """CPUs + devices of the node's engine: what a first-time decision's cost grows with."""
+    m = entry.node.machine
+    return len(m.cpus) + len(m.devices)
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's decisions left to the evaluator: ``entries`` to decide (in order), then
+    ``finish(known, complete)`` makes the answer - with every decision (``complete``) or, at
+    the deadline, with those made so far."""
+
+    pod: Pod
+    shape: int
+    entries: deque[NodeEntry]
+    deadline: float
+    finish: Callable[[dict[str, Decision], bool], Any]
+    out: Future[Any] = field(default_factory=Future)
+    known: dict[str, Decision] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+
+    def close(self, complete: bool) -> None:
+        """Answer (once: the evaluator and the watchdog may both try)."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        try:
+            self.out.set_result(self.finish(dict(self.known), complete))
+        except BaseException as e:  # reported to the request, never to the thread
+            self.out.set_exception(e)
+
+
+class Evaluator:
+    """A thread that makes first-time decisions off the HTTP loop (round robin over the
+    waiting requests) and a watchdog thread that answers each request at its deadline.
+    Threads start on the first :meth:`submit`; :meth:`close` stops them."""
+
+    def __init__(self, core: ExtenderCore, *, clock: Callable[[], float] = time.monotonic,
+                 max_waiting: int = MAX_WAITING) -> None:
+        self.core = core
+        self.clock = clock
+        self.max_waiting = max_waiting
+        self._cond = threading.Condition()
+        self._queue: deque[Job] = deque()
+        self._deadlines: list[tuple[float, int, Job]] = []
+        self._seq = itertools.count()
+        self._threads: list[threading.Thread] = []
+        self._stop = False
+        self._interval: float | None = None
+        #: node decisions made here, and nodes answered undecided at a deadline
+        self.evaluated = 0
+        self.expired = 0
+
+    def submit(self, job: Job) -> bool:
+        """Queue ``job``; ``False`` when :data:`max_waiting` requests wait already (or closed)."""
+        with self._cond:
+            if self._stop or len(self._queue) >= self.max_waiting:
+                return False
+            if not self._threads:
+                for target, name in ((self._run, "numalign-evaluator"),
+                                     (self._watch, "numalign-deadlines")):
+                    t = threading.Thread(target=target, name=name, daemon=True)
+                    t.start()
+                    self._threads.append(t)
+            self._queue.append(job)
+            heapq.heappush(self._deadlines, (job.deadline, next(self._seq), job))
+            self._cond.notify_all()
+        return True
+
+    def close(self) -> None:
+        """Stop both threads (waiting requests are answered as at their deadline)."""
+        with self._cond:
+            self._stop = True
+            left = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+        for job in left:
+            job.close(False)
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=5)
+
+    # -------------------------------------------------------------- threads
+
+    def _switch(self, busy: bool) -> None:
+        if busy and self._interval is None:
+            self._interval = sys.getswitchinterval()
+            sys.setswitchinterval(SWITCH_INTERVAL)
+        elif not busy and self._interval is not None:
+            sys.setswitchinterval(self._interval)
+            self._interval = None
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stop:
+                    self._switch(False)
+                    self._cond.wait()
+                if self._stop:
+                    self._switch(False)
+                    return
+                self._switch(True)
+                job = self._queue.popleft()
+            if job.closed:
+                continue
+            if not job.entries:
+                job.close(True)
+                continue
+            entry = job.entries.popleft()
+            if entry.name not in job.known:
+                job.known[entry.name] = self.core._miss(entry, job.pod, job.shape)
+                self.evaluated += 1
+            if job.entries and not job.closed:
+                with self._cond:
+                    self._queue.append(job)  # its next node after the others' turn
+            else:
+                job.close(True)
+
+    def _watch(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop:
+                    if self._deadlines and self._deadlines[0][2].closed:
+                        heapq.heappop(self._deadlines)
+                        continue
+                    wait = self._deadlines[0][0] - self.clock() if self._deadlines else None
+                    if wait is not None and wait <= 0:
+                        break
+                    self._cond.wait(wait)
+                if self._stop:
+                    return
+                _, _, job = heapq.heappop(self._deadlines)
+            if not job.closed:
+                self.expired += 1
+                job.close(False)
+
+
+# ------------------------------------------------------------------ the verbs
+
+
+def _assume_one(core: ExtenderCore, pod: Pod, passed: list[str], failed: dict[str, str]) -> None:
+    """As ``ExtenderCore.filter``: the pod is assumed on the only node that passes."""
+    if len(passed) == 1:
+        why = core._assume(passed[0], pod)
+        if why:
+            failed[passed.pop()] = why
+
+
+def _bounded(core: ExtenderCore, evaluator: Evaluator | None, pod: Pod, shape: int,
+             budget: float, run: Callable[[Callable[[NodeEntry], Decision | None]], T],
+             finish: Callable[[T, bool], T], *, large_assume: Callable[[T], bool] | None = None,
+             ) -> T | Future[T]:
+    """Run ``run(cold)`` with the loop's share of first-time decisions; what is left goes to
+    the evaluator and the answer is a future of ``finish(run(known), complete)``."""
+    slice_end = time.perf_counter() + INLINE_SLICE
+    pending: dict[str, NodeEntry] = {}
+
+    def cold(entry: NodeEntry) -> Decision | None:
+        if evaluator is None or (engine_size(entry) <= INLINE_SIZE
+                                 and time.perf_counter() < slice_end):
+            return core._miss(entry, pod, shape)
+        pending.setdefault(entry.name, entry)
+        return None
+
+    first = run(cold)
+    if not pending and not (large_assume is not None and large_assume(first)):
+        return finish(first, True)
+    assert evaluator is not None
+
+    def done(known: dict[str, Decision], complete: bool) -> T:
+        again = run(lambda e: known.get(e.name))
+        return finish(again, complete)
+
+    job = Job(pod, shape, deque(pending.values()), evaluator.clock() + budget, done)
+    if not evaluator.submit(job):
+        return done({}, False)
+    return job.out
+
+
+def filter_bounded(core: ExtenderCore, evaluator: Evaluator | None, pod: Pod,
+                   names: Sequence[str], shape: int, budget: float = DEFAULT_BUDGET,
+                   ) -> tuple[list[str], dict[str, str]] | Future[tuple[list[str], dict[str, str]]]:
+    """``core.filter`` within the request's work budget (see the module notes); with no
+    evaluator, everything is decided here, as ``core.filter`` does."""
+    Result = tuple[list[str], dict[str, str]]
+
+    def run(cold: Callable[[NodeEntry], Decision | None]) -> Result:
+        return core.filter(pod, names, shape=shape, cold=cold, assume=False)
+
+    def large(res: Result) -> bool:
+        entry = core.nodes.get(res[0][0]) if len(res[0]) == 1 else None
+        return entry is not None and engine_size(entry) > INLINE_SIZE
+
+    def finish(res: Result, complete: bool) -> Result:
+        passed, failed = res
+        if complete:
+            _assume_one(core, pod, passed, failed)
+        return passed, failed
+
+    return _bounded(core, evaluator, pod, shape, budget, run, finish,
+                    large_assume=large if evaluator is not None else None)
+
+
+def prioritize_bounded(core: ExtenderCore, evaluator: Evaluator | None, pod: Pod,
+                       names: Sequence[str], shape: int, budget: float = DEFAULT_BUDGET,
+                       ) -> list[tuple[str, int]] | Future[list[tuple[str, int]]]:
+    """``core.prioritize`` within the request's work budget (an undecided node scores 0)."""
+
+    def run(cold: Callable[[NodeEntry], Decision | None]) -> list[tuple[str, int]]:
+        return core.prioritize(pod, names, shape=shape, cold=cold)
+
+    return _bounded(core, evaluator, pod, shape, budget, run, lambda res, _complete: res)
+
+
+__all__ = ["DEFAULT_BUDGET", "INLINE_SIZE", "INLINE_SLICE", "MAX_WAITING", "SWITCH_INTERVAL",
+           "Evaluator", "Job", "engine_size", "filter_bounded", "prioritize_bounded"]
