@@ -72,28 +72,36 @@ def engine_size(entry: NodeEntry) -> int:
 
 @dataclass(eq=False)
 class Job:
-    """One request's decisions left to the evaluator: ``entries`` to decide (in order), then
-    ``finish(known, complete)`` makes the answer - with every decision (``complete``) or, at
-    the deadline, with those made so far."""
+    """One request's first-time decisions left over from its first pass: ``small`` ones the
+    loop makes in later turns (a slice each), ``large`` ones the evaluator makes. ``final(known,
+    complete)`` makes the answer from the decisions made - all of them (``complete``) or, at
+    the deadline, those made so far; ``heavy(answer)``: its last step (an assumption on a large
+    engine) is for the evaluator's thread, not the loop's."""
 
     pod: Pod
     shape: int
-    entries: deque[NodeEntry]
+    small: deque[NodeEntry]
+    large: deque[NodeEntry]
     deadline: float
-    finish: Callable[[dict[str, Decision], bool], Any]
+    final: Callable[[dict[str, Decision], bool], Any]
+    heavy: Callable[[dict[str, Decision]], bool] = lambda known: False
     out: Future[Any] = field(default_factory=Future)
     known: dict[str, Decision] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
+    #: the evaluator has this job (its large decisions, or its last step)
+    on_evaluator: bool = False
+    #: the evaluator has made the job's large decisions (``lock``)
+    large_done: bool = False
 
     def close(self, complete: bool) -> None:
-        """Answer (once: the evaluator and the watchdog may both try)."""
-        with self._lock:
+        """Answer (once: the loop, the evaluator and the watchdog may each try)."""
+        with self.lock:
             if self.closed:
                 return
             self.closed = True
         try:
-            self.out.set_result(self.finish(dict(self.known), complete))
+            self.out.set_result(self.final(dict(self.known), complete))
         except BaseException as e:  # reported to the request, never to the thread
             self.out.set_exception(e)
 
@@ -119,21 +127,32 @@ class Evaluator:
         self.evaluated = 0
         self.expired = 0
 
+    def watch(self, job: Job) -> None:
+        """Answer ``job`` at its deadline if it is not answered by then."""
+        with self._cond:
+            self._start()
+            heapq.heappush(self._deadlines, (job.deadline, next(self._seq), job))
+            self._cond.notify_all()
+
     def submit(self, job: Job) -> bool:
-        """Queue ``job``; ``False`` when :data:`max_waiting` requests wait already (or closed)."""
+        """Queue ``job`` for its large decisions or its last step; ``False`` when
+        :data:`max_waiting` requests wait already (or the evaluator is closed)."""
         with self._cond:
             if self._stop or len(self._queue) >= self.max_waiting:
                 return False
-            if not self._threads:
-                for target, name in ((self._run, "numalign-evaluator"),
-                                     (self._watch, "numalign-deadlines")):
-                    t = threading.Thread(target=target, name=name, daemon=True)
-                    t.start()
-                    self._threads.append(t)
+            self._start()
+            job.on_evaluator = True
             self._queue.append(job)
-            heapq.heappush(self._deadlines, (job.deadline, next(self._seq), job))
             self._cond.notify_all()
         return True
+
+    def _start(self) -> None:
+        if not self._threads:
+            for target, name in ((self._run, "numalign-evaluator"),
+                                 (self._watch, "numalign-deadlines")):
+                t = threading.Thread(target=target, name=name, daemon=True)
+                t.start()
+                self._threads.append(t)
 
     def close(self) -> None:
         """Stop both threads (waiting requests are answered as at their deadline)."""
@@ -171,17 +190,19 @@ class Evaluator:
                 job = self._queue.popleft()
             if job.closed:
                 continue
-            if not job.entries:
-                job.close(True)
-                continue
-            entry = job.entries.popleft()
-            if entry.name not in job.known:
-                job.known[entry.name] = self.core._miss(entry, job.pod, job.shape)
-                self.evaluated += 1
-            if job.entries and not job.closed:
-                with self._cond:
-                    self._queue.append(job)  # its next node after the others' turn
-            else:
+            if job.large:
+                entry = job.large.popleft()
+                if entry.name not in job.known:
+                    job.known[entry.name] = self.core._miss(entry, job.pod, job.shape)
+                    self.evaluated += 1
+                if job.large and not job.closed:
+                    with self._cond:
+                        self._queue.append(job)  # its next node after the others' turn
+                    continue
+            with job.lock:
+                job.large_done = True
+                last = not job.small  # else the loop hands the last step back when done
+            if last:
                 job.close(True)
 
     def _watch(self) -> None:
@@ -216,33 +237,84 @@ def _assume_one(core: ExtenderCore, pod: Pod, passed: list[str], failed: dict[st
 
 def _bounded(core: ExtenderCore, evaluator: Evaluator | None, pod: Pod, shape: int,
              budget: float, run: Callable[[Callable[[NodeEntry], Decision | None]], T],
-             finish: Callable[[T, bool], T], *, large_assume: Callable[[T], bool] | None = None,
+             finish: Callable[[T, bool], T], heavy: Callable[[T], bool] | None = None,
              ) -> T | Future[T]:
-    """Run ``run(cold)`` with the loop's share of first-time decisions; what is left goes to
-    the evaluator and the answer is a future of ``finish(run(known), complete)``."""
+    """``finish(run(cold), True)`` with the loop's share of first-time decisions made in the
+    first pass; what is left is made later (small engines: by the loop in further turns;
+    large ones: by the evaluator) and the answer is then a future of ``finish(run(known),
+    complete)``. ``heavy(answer)``: ``finish`` would assume on a large engine."""
+    schedule = core.install_on
     slice_end = time.perf_counter() + INLINE_SLICE
-    pending: dict[str, NodeEntry] = {}
+    small: dict[str, NodeEntry] = {}
+    large: dict[str, NodeEntry] = {}
 
     def cold(entry: NodeEntry) -> Decision | None:
-        if evaluator is None or (engine_size(entry) <= INLINE_SIZE
-                                 and time.perf_counter() < slice_end):
+        if evaluator is None:
             return core._miss(entry, pod, shape)
-        pending.setdefault(entry.name, entry)
+        if engine_size(entry) > INLINE_SIZE:
+            large.setdefault(entry.name, entry)
+        elif schedule is None or time.perf_counter() < slice_end:
+            return core._miss(entry, pod, shape)
+        else:
+            small.setdefault(entry.name, entry)
         return None
 
     first = run(cold)
-    if not pending and not (large_assume is not None and large_assume(first)):
+    if evaluator is None or not (small or large or (heavy is not None and heavy(first))):
         return finish(first, True)
-    assert evaluator is not None
 
-    def done(known: dict[str, Decision], complete: bool) -> T:
-        again = run(lambda e: known.get(e.name))
-        return finish(again, complete)
+    def final(known: dict[str, Decision], complete: bool) -> T:
+        return finish(run(lambda e: known.get(e.name)), complete)
 
-    job = Job(pod, shape, deque(pending.values()), evaluator.clock() + budget, done)
-    if not evaluator.submit(job):
-        return done({}, False)
+    def is_heavy(known: dict[str, Decision]) -> bool:
+        return heavy is not None and heavy(run(lambda e: known.get(e.name)))
+
+    job = Job(pod, shape, deque(small.values()), deque(large.values()),
+              evaluator.clock() + budget, final, is_heavy)
+    # large decisions, or only a last step on a large engine: the evaluator's
+    if (job.large or not job.small) and not evaluator.submit(job):
+        return final({}, False)
+    evaluator.watch(job)
+    if job.small:
+        assert schedule is not None
+        schedule(lambda: _loop_turn(job, core, evaluator, schedule))
     return job.out
+
+
+def _loop_turn(job: Job, core: ExtenderCore, evaluator: Evaluator,
+               schedule: Callable[[Callable[[], None]], None]) -> None:
+    """One turn of the loop on ``job``'s small first-time decisions (a slice), the next turn
+    queued behind the requests that came meanwhile. When they are done: the evaluator answers
+    if it still has the job's large decisions to make (or gets the last step back if it made
+    them already); otherwise the loop answers - unless the last step is an assumption on a
+    large engine, which goes to the evaluator."""
+    end = time.perf_counter() + INLINE_SLICE
+    first = True  # one decision per turn at least
+    while True:
+        if job.closed:
+            return
+        with job.lock:
+            if not job.small:
+                evaluator_done = job.large_done
+                break
+            entry = job.small[0]
+        if not first and time.perf_counter() >= end:
+            schedule(lambda: _loop_turn(job, core, evaluator, schedule))
+            return
+        first = False
+        if entry.name not in job.known:
+            job.known[entry.name] = core._miss(entry, job.pod, job.shape)
+        with job.lock:
+            job.small.popleft()
+    if job.on_evaluator:
+        if evaluator_done and not evaluator.submit(job):
+            job.close(False)
+        return
+    if job.heavy(job.known):
+        if not evaluator.submit(job):
+            job.close(False)
+        return
+    job.close(True)
 
 
 def filter_bounded(core: ExtenderCore, evaluator: Evaluator | None, pod: Pod,
@@ -255,7 +327,7 @@ def filter_bounded(core: ExtenderCore, evaluator: Evaluator | None, pod: Pod,
     def run(cold: Callable[[NodeEntry], Decision | None]) -> Result:
         return core.filter(pod, names, shape=shape, cold=cold, assume=False)
 
-    def large(res: Result) -> bool:
+    def heavy(res: Result) -> bool:
         entry = core.nodes.get(res[0][0]) if len(res[0]) == 1 else None
         return entry is not None and engine_size(entry) > INLINE_SIZE
 
@@ -265,8 +337,7 @@ def filter_bounded(core: ExtenderCore, evaluator: Evaluator | None, pod: Pod,
             _assume_one(core, pod, passed, failed)
         return passed, failed
 
-    return _bounded(core, evaluator, pod, shape, budget, run, finish,
-                    large_assume=large if evaluator is not None else None)
+    return _bounded(core, evaluator, pod, shape, budget, run, finish, heavy)
 
 
 def prioritize_bounded(core: ExtenderCore, evaluator: Evaluator | None, pod: Pod,
