@@ -86,7 +86,7 @@ def test_large_engines_are_decided_off_the_callers_thread(core: ExtenderCore,
     assert engine_size(core.nodes["big-0"]) > INLINE_SIZE >= engine_size(core.nodes["small-0"])
     gate = Gate(core)
     gate.release.set()
-    evaluator = Evaluator(core)
+    evaluator = Evaluator(core, remote=False)
     try:
         got = filter_bounded(core, evaluator, gpu_pod("p", 2),
                              ["small-0", "big-0", "small-1", "big-1"], core.shape_id(gpu_pod("p", 2)))
@@ -104,7 +104,7 @@ def test_the_costly_request_is_answered_at_its_deadline(core: ExtenderCore,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bounded, "INLINE_SLICE", 60.0)
     gate = Gate(core)
-    evaluator = Evaluator(core)
+    evaluator = Evaluator(core, remote=False)
     pod = gpu_pod("costly", 250)
     shape = core.shape_id(pod)
     try:
@@ -148,7 +148,7 @@ def _args(name: str, gpus: int, nodes: list[str]) -> dict[str, Any]:
 
 def test_other_requests_are_answered_while_a_costly_filter_waits(core: ExtenderCore) -> None:
     gate = Gate(core)
-    server = serve_in_thread(core, request_budget=60.0)
+    server = serve_in_thread(core, request_budget=60.0, evaluate_in_process=True)
     port = server.server_address[1]
     costly: dict[str, Any] = {}
     try:
@@ -184,7 +184,7 @@ def test_cold_small_nodes_beyond_the_slice_are_decided_in_later_loop_turns(
     gate = Gate(served)
     gate.release.set()
     monkeypatch.setattr(bounded, "INLINE_SLICE", 0.0)
-    server = serve_in_thread(served, request_budget=60.0)
+    server = serve_in_thread(served, request_budget=60.0, evaluate_in_process=True)
     port = server.server_address[1]
     try:
         for name, gpus in (("two", 2), ("one", 1), ("many", 200)):
@@ -200,3 +200,26 @@ def test_cold_small_nodes_beyond_the_slice_are_decided_in_later_loop_turns(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_large_engines_decided_in_the_worker_process_decide_as_here(core: ExtenderCore) -> None:
+    """The worker rebuilds a large engine from its NRT object and admits the extender's
+    assumed pods first: its decisions are the ones made here."""
+    reference = ExtenderCore()
+    reference.set_nodes({n: nrt(n, 300 + k) for k, n in enumerate(["big-0", "big-1", "big-2"])})
+    # an assumed pod on big-0 (a single-node filter assumes it), in both
+    for c in (core, reference):
+        assert c.filter(gpu_pod("first", 280), ["big-0"])[0] == ["big-0"]
+        assert "u-first" in c.nodes["big-0"].assumed
+    evaluator = Evaluator(core)
+    names = ["big-0", "big-1", "big-2"]
+    try:
+        for name, gpus in (("a", 30), ("b", 290), ("c", 301)):
+            pod = gpu_pod(name, gpus)
+            got = filter_bounded(core, evaluator, pod, names, core.shape_id(pod), budget=120.0)
+            assert isinstance(got, Future)
+            assert got.result(timeout=120) == reference.filter(gpu_pod(name, gpus), names,
+                                                               assume=False)
+        assert evaluator.in_worker == evaluator.evaluated == 9
+    finally:
+        evaluator.close()

@@ -33,41 +33,94 @@ answer is then sent without the assumption; ``/bind`` still assumes).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import heapq
 import itertools
+import multiprocessing
+import os
 import sys
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from numalign.kube.extender.core import Decision, ExtenderCore, NodeEntry
+from numalign.errors import InputError
+from numalign.kube.extender.core import (
+    LARGE_ENGINE,
+    Decision,
+    ExtenderCore,
+    NodeEntry,
+    build_engine,
+)
+from numalign.kube.extender.core import engine_size as core_engine_size
+from numalign.node.admission import Node
 from numalign.pods import Pod
+from numalign.scheduler import get_profile
 
 #: engines with at most this many CPUs + devices are decided on the loop (a pod filling such
 #: a node takes about 3 ms; a 2-socket, 8-GPU node has about 270)
-INLINE_SIZE = 512
+INLINE_SIZE = LARGE_ENGINE
 #: seconds of first-time decisions one request makes on the loop before the rest go to the
 #: evaluator
-INLINE_SLICE = 0.002
+INLINE_SLICE = 0.0005
 #: seconds from a request's body to its answer, at most (kube-scheduler's extender
 #: ``httpTimeout`` defaults to 5 s: ``DefaultExtenderTimeout``, pkg/scheduler/extender.go)
 DEFAULT_BUDGET = 3.0
 #: requests waiting for the evaluator at once
 MAX_WAITING = 64
 #: the interpreter's switch interval while the evaluator works (seconds; CPython's default 0.005)
-SWITCH_INTERVAL = 0.0005
+SWITCH_INTERVAL = 0.0001
 
 T = TypeVar("T")
 
 
 def engine_size(entry: NodeEntry) -> int:
     """CPUs + devices of the node's engine: what a first-time decision's cost grows with."""
-    m = entry.node.machine
-    return len(m.cpus) + len(m.devices)
+    return core_engine_size(entry.node)
+
+
+#: large engines kept by the evaluation worker process (by NRT digest), least recent dropped
+WORKER_ENGINES = 4
+#: the longest one first-time decision may take in the worker (seconds); beyond, the node
+#: fails for that pod shape and the worker is replaced
+WORKER_TIMEOUT = 60.0
+_worker_engines: OrderedDict[str, Node] = OrderedDict()
+
+
+#: ``nice`` increment of the evaluation worker process
+WORKER_NICE = 10
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICE)
+
+
+def evaluate_in_worker(profile: str, digest: str, obj: Any, assumed: list[Pod], pod: Pod,
+                       ) -> tuple[Decision, float]:
+    """In the evaluation worker process: the decision on the node ``obj`` describes, with the
+    extender's ``assumed`` pods admitted first (the server's snapshot), and its seconds."""
+    node = _worker_engines.get(digest)
+    if node is None:
+        built = build_engine(obj)
+        if built.node is None:
+            return (False, 0, built.error), 0.0
+        node = _worker_engines[digest] = built.node
+        while len(_worker_engines) > WORKER_ENGINES:
+            _worker_engines.popitem(last=False)
+    _worker_engines.move_to_end(digest)
+    work = copy.copy(node)  # shares the machine; admit replaces the state
+    for p in assumed:
+        work.admit(p)
+    decide = get_profile(profile).filter
+    assert decide is not None
+    t0 = time.perf_counter()
+    res = decide(work, pod)
+    return (res.passed, res.numa_count, res.reason), time.perf_counter() - t0
 
 
 @dataclass(eq=False)
@@ -93,17 +146,32 @@ class Job:
     on_evaluator: bool = False
     #: the evaluator has made the job's large decisions (``lock``)
     large_done: bool = False
+    #: the answer is given (``lock``)
+    answered: bool = False
 
     def close(self, complete: bool) -> None:
-        """Answer (once: the loop, the evaluator and the watchdog may each try)."""
-        with self.lock:
-            if self.closed:
-                return
-            self.closed = True
+        """Answer, once: the loop, the evaluator and the watchdog may each try. ``final`` may
+        take time (an assumption); the watchdog may answer meanwhile, and the first answer
+        wins (an assumption made after it stays, as after any filter)."""
+        if self.closed:
+            return
+        if not complete:
+            self.closed = True  # stop the work left
         try:
-            self.out.set_result(self.final(dict(self.known), complete))
+            answer = self.final(dict(self.known), complete)
         except BaseException as e:  # reported to the request, never to the thread
-            self.out.set_exception(e)
+            if self._first():
+                self.out.set_exception(e)
+            return
+        if self._first():
+            self.out.set_result(answer)
+
+    def _first(self) -> bool:
+        with self.lock:
+            if self.answered:
+                return False
+            self.answered = self.closed = True
+            return True
 
 
 class Evaluator:
@@ -112,7 +180,9 @@ class Evaluator:
     Threads start on the first :meth:`submit`; :meth:`close` stops them."""
 
     def __init__(self, core: ExtenderCore, *, clock: Callable[[], float] = time.monotonic,
-                 max_waiting: int = MAX_WAITING) -> None:
+                 max_waiting: int = MAX_WAITING, remote: bool = True) -> None:
+        """``remote=False``: large engines are decided on the evaluator's thread (in this
+        process) rather than in the evaluation worker process."""
         self.core = core
         self.clock = clock
         self.max_waiting = max_waiting
@@ -123,9 +193,14 @@ class Evaluator:
         self._threads: list[threading.Thread] = []
         self._stop = False
         self._interval: float | None = None
-        #: node decisions made here, and nodes answered undecided at a deadline
+        #: node decisions made here, and requests answered at their deadline
         self.evaluated = 0
         self.expired = 0
+        #: of the evaluated, those made in the worker process
+        self.in_worker = 0
+        #: large engines are decided in a worker process when the profile can be named there
+        self.profile_name = _named_profile(core) if remote else None
+        self._pool: ProcessPoolExecutor | None = None
 
     def watch(self, job: Job) -> None:
         """Answer ``job`` at its deadline if it is not answered by then."""
@@ -155,7 +230,8 @@ class Evaluator:
                 self._threads.append(t)
 
     def close(self) -> None:
-        """Stop both threads (waiting requests are answered as at their deadline)."""
+        """Stop both threads and the worker process (waiting requests are answered as at
+        their deadline)."""
         with self._cond:
             self._stop = True
             left = list(self._queue)
@@ -163,9 +239,54 @@ class Evaluator:
             self._cond.notify_all()
         for job in left:
             job.close(False)
+        self._stop_pool(self._pool)
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout=5)
+
+    # -------------------------------------------------------------- the worker process
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # niced: on a busy machine the serving process gets the CPU first
+            self._pool = ProcessPoolExecutor(max_workers=1, initializer=_lower_priority,
+                                             mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    def _stop_pool(self, pool: ProcessPoolExecutor | None) -> None:
+        """Shut ``pool`` down and end its worker (one busy with a long decision is killed:
+        its answer is not wanted any more)."""
+        if pool is None:
+            return
+        if self._pool is pool:
+            self._pool = None
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.join(timeout=2)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+
+    def decide_large(self, entry: NodeEntry, pod: Pod) -> Decision:
+        """A first-time decision on a large engine: in the worker process (which rebuilds
+        the engine from the NRT object, kept there for the next decisions), else here."""
+        if entry.source is None or self.profile_name is None or self._stop:
+            return self.core._evaluate(entry.node, pod)
+        pool = self._executor()
+        assumed = [a.pod for a in entry.assumed.values()]
+        try:
+            decision, seconds = pool.submit(evaluate_in_worker, self.profile_name, entry.digest,
+                                            entry.source, assumed, pod).result(WORKER_TIMEOUT)
+        except TimeoutError:
+            self._stop_pool(pool)
+            return (False, 0, f"numalign: the decision took more than {WORKER_TIMEOUT:.0f} s")
+        except Exception:  # the worker died or the pool was shut down: decide here
+            self._stop_pool(pool)
+            return self.core._evaluate(entry.node, pod)
+        self.core._count_evaluation(seconds, decision[0])
+        self.in_worker += 1
+        return decision
 
     # -------------------------------------------------------------- threads
 
@@ -193,7 +314,8 @@ class Evaluator:
             if job.large:
                 entry = job.large.popleft()
                 if entry.name not in job.known:
-                    job.known[entry.name] = self.core._miss(entry, job.pod, job.shape)
+                    job.known[entry.name] = self.core._miss(entry, job.pod, job.shape,
+                                                            self.decide_large)
                     self.evaluated += 1
                 if job.large and not job.closed:
                     with self._cond:
@@ -222,6 +344,16 @@ class Evaluator:
             if not job.closed:
                 self.expired += 1
                 job.close(False)
+
+
+def _named_profile(core: ExtenderCore) -> str | None:
+    """The core's profile name when a worker process gets the same decisions from it (its
+    filter is the registered one), else None."""
+    try:
+        same = get_profile(core.profile.name).filter is core.profile.filter
+    except InputError:
+        return None
+    return core.profile.name if same else None
 
 
 # ------------------------------------------------------------------ the verbs

@@ -124,6 +124,8 @@ class NodeEntry:
     cache: dict[int, Decision] = field(default_factory=dict)
     #: digest of the NRT without its metadata: nodes with equal content decide alike
     content: str = ""
+    #: the NRT object of a large engine (``Built.source``), else None
+    source: Any = None
 
 
 def _sha(obj: Any) -> str:
@@ -167,6 +169,18 @@ class Built:
     fingerprint: str | None
     error: str
     content: str = ""
+    #: the NRT object, kept for a large engine only (:data:`LARGE_ENGINE`): its first-time
+    #: decisions are made in another process, which rebuilds the engine from it
+    source: Any = None
+
+
+#: engines with more CPUs + devices than this are "large" (kube/extender/bounded.py)
+LARGE_ENGINE = 512
+
+
+def engine_size(node: Node) -> int:
+    """CPUs + devices of an engine: what a first-time decision's cost grows with."""
+    return len(node.machine.cpus) + len(node.machine.devices)
 
 
 def build_engine(obj: Any) -> Built:
@@ -186,7 +200,8 @@ def build_engine(obj: Any) -> Built:
     except Exception as e:  # one bad object must not stop the others
         msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
         return Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
-    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "", content)
+    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "", content,
+                 obj if engine_size(node) > LARGE_ENGINE else None)
 
 
 #: where updates are built: (NRT object, [(shape id, pod)]) -> (the engine or why not, the
@@ -621,7 +636,7 @@ class ExtenderCore:
                     assumed[uid] = Assumed(a.pod, fp, a.since, a.numa_count)
         version = (old.version + 1) if old is not None else 0
         return NodeEntry(name, built.digest, fp, node, version, assumed,
-                         {} if assumed else warm, built.content)
+                         {} if assumed else warm, built.content, built.source)
 
     def _count_nodes(self) -> None:
         self.metrics.nodes.set(len(self.nodes))
@@ -648,7 +663,7 @@ class ExtenderCore:
     def _publish(self, old: NodeEntry, node: Node, assumed: Mapping[str, Assumed]) -> None:
         """Swap in the successor of ``old`` with another engine state (under the write lock)."""
         self._swap(old.name, NodeEntry(old.name, old.digest, old.fingerprint, node,
-                                       old.version + 1, assumed, {}, old.content))
+                                       old.version + 1, assumed, {}, old.content, old.source))
         self._count_assumed(old.name)
 
     def _drop_assumed(self, entry: NodeEntry, uids: Sequence[str]) -> None:
@@ -691,6 +706,9 @@ class ExtenderCore:
         self._count_evaluation(time.perf_counter() - t0, res.passed)
         return res.passed, res.numa_count, res.reason
 
+    def _evaluate_entry(self, entry: NodeEntry, pod: Pod) -> Decision:
+        return self._evaluate(entry.node, pod)
+
     def _count_evaluation(self, seconds: float, passed: bool) -> None:
         self.metrics.admission_duration.observe(seconds)
         self.metrics.admission_requests.inc()
@@ -703,17 +721,20 @@ class ExtenderCore:
             if len(self._shared) > MAX_SHARED:
                 self._shared.popitem(last=False)
 
-    def _miss(self, entry: NodeEntry, pod: Pod, shape: int) -> Decision:
+    def _miss(self, entry: NodeEntry, pod: Pod, shape: int,
+              evaluate: Callable[[NodeEntry, Pod], Decision] | None = None) -> Decision:
         """The decision for a shape this snapshot has not seen: from a node of equal content
-        (both without assumed pods), else the engine's."""
+        (both without assumed pods), else the engine's (``evaluate``: made elsewhere)."""
         d = None
+        if evaluate is None:
+            evaluate = self._evaluate_entry
         if entry.content and not entry.assumed:
             d = self._shared.get((entry.content, shape))
             if d is None:
-                d = self._evaluate(entry.node, pod)
+                d = evaluate(entry, pod)
                 self._share(entry.content, shape, d)
         else:
-            d = self._evaluate(entry.node, pod)
+            d = evaluate(entry, pod)
         cache = entry.cache
         if len(cache) >= CACHE_PER_NODE:
             # the oldest entry first (insertion order); another reader may race us here

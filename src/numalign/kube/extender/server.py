@@ -85,7 +85,7 @@ class ExtenderServer(HttpLoop):
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  header_timeout: float | None = None, body_timeout: float | None = None,
                  serve_verbs: bool = True, request_budget: float = DEFAULT_BUDGET,
-                 bounded: bool = True) -> None:
+                 bounded: bool = True, evaluate_in_process: bool = False) -> None:
         """``timeout``: the longest wait for an answer to be taken by the client, and the
         default of the others; ``header_timeout``: for the request line and headers of each
         request, counted from when the connection was accepted or the previous answer was
@@ -93,12 +93,14 @@ class ExtenderServer(HttpLoop):
         ``serve_verbs=False``: only the GET endpoints (a health/metrics listener).
         ``request_budget``: seconds from a ``/filter`` or ``/prioritize`` body to its answer
         at most; ``bounded=False``: every decision on the loop, however long it takes
-        (:mod:`~numalign.kube.extender.bounded`)."""
+        (:mod:`~numalign.kube.extender.bounded`); ``evaluate_in_process``: large engines are
+        decided on the evaluator's thread, not in its worker process."""
         self.core = core
         self.serve_verbs = serve_verbs
         self.request_budget = request_budget
         #: first-time decisions too costly for the loop (None: all made on the loop)
-        self.evaluator = Evaluator(core) if serve_verbs and bounded else None
+        self.evaluator = (Evaluator(core, remote=not evaluate_in_process)
+                          if serve_verbs and bounded else None)
         #: the ExtenderArgs pods, parsed once per engine shape
         self.pod_cache = PodCache(core.shape_id)
         #: (code, verb) -> the labelled metric children, looked up once
