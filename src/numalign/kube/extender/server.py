@@ -11,6 +11,7 @@ import errno
 import ipaddress
 import json
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -472,18 +473,37 @@ def serve(
         threading.Thread(target=extra.serve_forever, daemon=True).start()
         print(f"numalign extender: health and metrics on {extra.url}", file=sys.stderr)
     print(f"numalign extender: serving on {server.url}", file=sys.stderr)
+    # SIGTERM (the kubelet stopping the container, systemd, kill): stop serving and end what
+    # this process started - the builder's and the evaluator's worker processes, and with them
+    # multiprocessing's resource tracker - instead of dying with them left running
+    previous = _on_sigterm(server.stop_soon)
     try:
         server.serve_forever()
     finally:
         stop.set()
-        if builder is not None:
-            builder.close()
         for srv in servers:
             with contextlib.suppress(Exception):
                 if srv is not server:
                     srv.shutdown()
                 srv.server_close()
+        if builder is not None:
+            builder.close()
+        _restore_sigterm(previous)
+    print("numalign extender: stopped", file=sys.stderr)
     return 0
+
+
+def _on_sigterm(stop: Callable[[], None]) -> Any:
+    """Call ``stop`` on SIGTERM (main thread only); returns the previous disposition to put
+    back with :func:`_restore_sigterm` (None: nothing was changed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, lambda _signum, _frame: stop())
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def serve_in_thread(core: ExtenderCore, host: str = "127.0.0.1", port: int = 0,
