@@ -53,6 +53,7 @@ from numalign.engine.merge_search import Family, min_size
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.machine.model import Device, Machine
 from numalign.pods import Container, ContainerKind, Pod
+from numalign.resources.sharing import check_sharing
 
 __all__ = [
     "DeviceManager",
@@ -384,10 +385,15 @@ class DeviceManager:
         self.strict_unknown_resources = strict_unknown_resources
         self._index = machine_index(machine)
 
-    def validate_state(self) -> None:
+    def validate_state(self, kinds: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """A loaded state must name devices the machine has, and no device may be held by two
-        pods (a pod's later containers may reuse its init containers' devices)."""
+        pods. Within a pod, several containers hold one device only as the kubelet's
+        ``devicesToReuse`` hands it on: regular init containers, then at most one other
+        container (its devices leave the reusable set). ``kinds``: pod uid -> container ->
+        ``init``/``sidecar``/``app`` where the state knows it (a holder of unknown kind is not
+        judged)."""
         owner: dict[tuple[str, str], str] = {}
+        holders: dict[tuple[str, str], list[str]] = {}
         for uid, per_container in self.state.allocated.items():
             for cname, per_res in per_container.items():
                 for res, ids in per_res.items():
@@ -399,6 +405,11 @@ class DeviceManager:
                         other = owner.setdefault((res, i), uid)
                         if other != uid:
                             raise StateError(f"device {res}/{i} is held by pods {other} and {uid}")
+                        holders.setdefault((res, i), []).append(cname)
+        for (res, i), names in holders.items():
+            if len(names) > 1:
+                uid = owner[(res, i)]
+                check_sharing(f"device {res}/{i}", uid, names, (kinds or {}).get(uid))
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -14,14 +14,15 @@ from typing import Any
 
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, is_memory_resource, parse_quantity
+from numalign.machine.nrt import MAX_ZONES as NRT_MAX_ZONES
 from numalign.machine.nrt import is_zone_device_resource
 
 #: deepest nesting of mappings/lists an NRT object may have (a real one has about 6)
 MAX_DEPTH = 32
 #: most values (mapping entries + list items + scalars) in one object
 MAX_VALUES = 200_000
-#: most zones, resources per zone, attributes
-MAX_ZONES = 1024
+#: most zones (one per NUMA node id: machine/nrt.py's cap), resources per zone, attributes
+MAX_ZONES = NRT_MAX_ZONES
 MAX_RESOURCES = 256
 #: highest CPU count per zone and highest CPU id in a CPU list attribute
 MAX_CPUS = 16_384
