@@ -25,8 +25,16 @@ is modelled). The kubelet picks inside each class in Go set order (random); numa
 deterministic: inside a class it prefers a device sharing a ``pcie_root`` with devices
 already chosen for this container, else it starts the PCIe root that best fits the remaining
 count (the smallest root that can hold it all, else the largest), ties broken by the natural
-order of device ids (``gpu2`` before ``gpu10``). Class order is never traded for PCIe
-locality, so alignment to the hint is kept whenever the kubelet would keep it.
+order of device ids (``gpu2`` before ``gpu10``; ids of equal natural order, ``gpu01`` and
+``gpu1``, by their text). Class order is never traded for PCIe locality, so alignment to the
+hint is kept whenever the kubelet would keep it.
+
+The work is linear in the devices (and a logarithm): each machine has a
+:class:`ResourceIndex` per resource, made once (natural rank, NUMA mask, PCIe root of every
+device); hints count devices per distinct NUMA mask; the PCIe-aware pick keeps the roots in use
+in a heap of their next devices and the roots not yet started in buckets by size
+(``tests/test_devices_linear.py`` checks the decisions against the former quadratic code and
+counts the work).
 
 Extended resources the machine has no device of at all: the kubelet's device manager skips
 them and its predicate admission drops "missing extended resources", so such a pod is
@@ -38,9 +46,7 @@ pass ``strict_unknown_resources=False`` for the kubelet's lenient behaviour.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
@@ -53,6 +59,13 @@ from numalign.engine.merge_search import Family, min_size
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.machine.model import Device, Machine
 from numalign.pods import Container, ContainerKind, Pod
+from numalign.resources.device_index import (
+    EMPTY_INDEX,
+    ResourceIndex,
+    device_sort_key,
+    machine_index,
+    mask_items,
+)
 from numalign.resources.sharing import check_sharing
 
 __all__ = [
@@ -74,22 +87,6 @@ def is_extended_resource(name: str) -> bool:
         return False
     domain = name.split("/", 1)[0]
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
-
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def device_sort_key(device_id: str) -> tuple[tuple[int, int | str], ...]:
-    """Natural order of device ids: ``gpu2`` < ``gpu10``. The runs of decimal digits (the
-    regular expression's, which ``int`` reads) are numbers; the rest is text (``str.isdigit``
-    would also take ``²``, which ``int`` refuses)."""
-    key: list[tuple[int, int | str]] = []
-    for k, part in enumerate(_DIGITS.split(device_id)):
-        if k % 2:  # the split's captured digit runs sit at odd positions
-            key.append((0, int(part)))
-        elif part:
-            key.append((1, part))
-    return tuple(key)
 
 
 def pod_limits(pod: Pod) -> dict[str, int]:
@@ -228,17 +225,6 @@ class DeviceState:
 # --------------------------------------------------------------------------------------------
 
 
-def mask_items(masks: Iterable[int | None]) -> tuple[tuple[int, int], ...]:
-    """Devices as demand items: one ``(NUMA mask, how many devices)`` per distinct mask (devices
-    without a NUMA node - mask 0 or None - left out). Equal masks are summed, so a rule over
-    thousands of devices on a few NUMA nodes has a few items, and ``Demand.feasible`` costs
-    the same for any count."""
-    counts = Counter(masks)
-    counts.pop(0, None)
-    counts.pop(None, None)
-    return tuple(sorted((m, c) for m, c in counts.items() if m is not None))
-
-
 def _min_affinity_size(nodes: list[int], items: tuple[tuple[int, int], ...], request: int) -> int:
     """Smallest popcount of a mask touching at least ``request`` of the devices (kubelet
     ``minAffinitySize``, initialised to the number of NUMA nodes). The same search as the
@@ -296,70 +282,6 @@ def generate_hints(
 
 
 # --------------------------------------------------------------------------------------------
-# Per-machine index (built once per machine, shared by every manager on it)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class ResourceIndex:
-    """One resource's devices on one machine, looked up in O(1): the manager's work per pod
-    is then linear in the devices it looks at, never in devices times devices."""
-
-    by_id: Mapping[str, Device]
-    #: device id -> position in the natural order (ties: the id's text)
-    rank: Mapping[str, int]
-    #: device id -> NUMA mask (0: no NUMA node)
-    mask: Mapping[str, int]
-    #: device id -> PCIe root (None: unknown)
-    root: Mapping[str, str | None]
-    healthy: frozenset[str]
-    #: some device has a NUMA node (kubelet ``deviceHasTopologyAlignment``)
-    topology: bool
-    #: every device's NUMA mask as demand items (what ``minAffinitySize`` counts)
-    all_items: tuple[tuple[int, int], ...]
-    #: some device has a PCIe root
-    rooted: bool
-
-    @staticmethod
-    def of(devices: Iterable[Device]) -> ResourceIndex:
-        by_id = {d.id: d for d in devices}
-        order = sorted(by_id, key=lambda i: (device_sort_key(i), i))
-        mask = {i: mask_of(d.numa) for i, d in by_id.items()}
-        return ResourceIndex(
-            by_id,
-            {i: k for k, i in enumerate(order)},
-            mask,
-            {i: d.pcie_root for i, d in by_id.items()},
-            frozenset(i for i, d in by_id.items() if d.healthy),
-            any(mask.values()),
-            mask_items(mask.values()),
-            any(d.pcie_root is not None for d in by_id.values()),
-        )
-
-    def natural(self, ids: Iterable[str]) -> list[str]:
-        """``ids`` (all of this resource) in natural order."""
-        return sorted(ids, key=self.rank.__getitem__)
-
-
-_EMPTY_INDEX = ResourceIndex.of(())
-#: where a machine keeps its index (in its instance dictionary, as ``cached_property`` does:
-#: made once, shared by every manager on the machine, and pickled with it - an engine built
-#: in the extender's worker process arrives with its index)
-_INDEX_ATTR = "_device_index"
-
-
-def machine_index(machine: Machine) -> dict[str, ResourceIndex]:
-    """resource -> :class:`ResourceIndex` of ``machine`` (made on first use, then kept)."""
-    got: dict[str, ResourceIndex] | None = machine.__dict__.get(_INDEX_ATTR)
-    if got is None:
-        per: dict[str, list[Device]] = {}
-        for d in machine.devices:
-            per.setdefault(d.resource, []).append(d)
-        got = machine.__dict__[_INDEX_ATTR] = {r: ResourceIndex.of(ds) for r, ds in per.items()}
-    return got
-
-
-# --------------------------------------------------------------------------------------------
 # The manager
 # --------------------------------------------------------------------------------------------
 
@@ -414,7 +336,7 @@ class DeviceManager:
     # -- helpers -------------------------------------------------------------------------
 
     def _ix(self, resource: str) -> ResourceIndex:
-        return self._index.get(resource, _EMPTY_INDEX)
+        return self._index.get(resource, EMPTY_INDEX)
 
     def is_device_resource(self, resource: str) -> bool:
         """kubelet ``isDevicePluginResource``: registered, or still allocated."""
