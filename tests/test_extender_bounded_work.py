@@ -223,3 +223,30 @@ def test_large_engines_decided_in_the_worker_process_decide_as_here(core: Extend
         assert evaluator.in_worker == evaluator.evaluated == 9
     finally:
         evaluator.close()
+
+
+def test_a_decision_that_raises_answers_its_request_and_the_evaluator_goes_on(
+        core: ExtenderCore) -> None:
+    real = core._decide
+    broken = {"on": True}
+
+    def decide(node: Node, pod: Pod) -> Any:
+        if broken["on"] and node.machine.name == "big-0":
+            raise RuntimeError("a bug in a decision")
+        return real(node, pod)
+
+    core._decide = decide  # type: ignore[method-assign]
+    evaluator = Evaluator(core, remote=False)
+    try:
+        pod = gpu_pod("p", 2)
+        got = filter_bounded(core, evaluator, pod, ["big-0", "big-1"], core.shape_id(pod))
+        assert isinstance(got, Future)
+        with pytest.raises(RuntimeError, match="a bug in a decision"):
+            got.result(timeout=30)
+        broken["on"] = False
+        pod = gpu_pod("q", 3)
+        got = filter_bounded(core, evaluator, pod, ["big-0", "big-1"], core.shape_id(pod))
+        assert isinstance(got, Future)
+        assert got.result(timeout=30) == (["big-0", "big-1"], {})
+    finally:
+        evaluator.close()

@@ -44,7 +44,8 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -166,6 +167,11 @@ class Job:
         if self._first():
             self.out.set_result(answer)
 
+    def fail(self, error: BaseException) -> None:
+        """Answer with ``error`` (a decision raised it), unless answered already."""
+        if self._first():
+            self.out.set_exception(error)
+
     def _first(self) -> bool:
         with self.lock:
             if self.answered:
@@ -281,7 +287,8 @@ class Evaluator:
         except TimeoutError:
             self._stop_pool(pool)
             return (False, 0, f"numalign: the decision took more than {WORKER_TIMEOUT:.0f} s")
-        except Exception:  # the worker died or the pool was shut down: decide here
+        except (BrokenProcessPool, CancelledError, RuntimeError):
+            # the worker died or the pool was shut down: decide here
             self._stop_pool(pool)
             return self.core._evaluate(entry.node, pod)
         self.core._count_evaluation(seconds, decision[0])
@@ -314,8 +321,12 @@ class Evaluator:
             if job.large:
                 entry = job.large.popleft()
                 if entry.name not in job.known:
-                    job.known[entry.name] = self.core._miss(entry, job.pod, job.shape,
-                                                            self.decide_large)
+                    try:
+                        job.known[entry.name] = self.core._miss(entry, job.pod, job.shape,
+                                                                self.decide_large)
+                    except Exception as e:  # answered as the request's error, as on the loop
+                        job.fail(e)
+                        continue
                     self.evaluated += 1
                 if job.large and not job.closed:
                     with self._cond:
@@ -435,7 +446,11 @@ def _loop_turn(job: Job, core: ExtenderCore, evaluator: Evaluator,
             return
         first = False
         if entry.name not in job.known:
-            job.known[entry.name] = core._miss(entry, job.pod, job.shape)
+            try:
+                job.known[entry.name] = core._miss(entry, job.pod, job.shape)
+            except Exception as e:  # answered as the request's error, as without a job
+                job.fail(e)
+                return
         with job.lock:
             job.small.popleft()
     if job.on_evaluator:
