@@ -29,7 +29,7 @@ from numalign.node.usage import numa_amounts
 from numalign.pods import parse_pods, read_pod_files
 
 EXAMPLES = REPO / "examples"
-CRD = REPO / "deploy" / "crd-noderesourcetopology.yaml"
+CRD = REPO / "deploy" / "crd" / "noderesourcetopology-crd.yaml"
 
 
 def crd_schema() -> dict[str, Any]:

@@ -48,7 +48,7 @@ def _cmd_extender_serve(args: argparse.Namespace) -> int:
                  max_body=args.max_body, timeout=args.timeout, resync=args.resync,
                  assume_ttl=args.assume_ttl, health_host=args.health_host,
                  health_port=args.health_port, max_connections=args.max_connections,
-                 profile=args.profile)
+                 profile=args.profile, request_budget=args.request_budget)
 
 
 def add_commands(sub: Any) -> None:
@@ -102,6 +102,10 @@ def add_commands(sub: Any) -> None:
                    help="NRT directory poll / API re-list period")
     s.add_argument("--assume-ttl", type=float, default=120.0, metavar="SECONDS",
                    help="drop an assumed pod after this long if the NRT has not shown it")
+    s.add_argument("--request-budget", type=float, default=3.0, metavar="SECONDS",
+                   help="answer each /filter and /prioritize within this (default 3; inside "
+                        "kube-scheduler's extender httpTimeout, 5 s by default): decisions "
+                        "not made by then fail the node for this request")
     s.add_argument("--max-connections", type=int, default=256, metavar="N",
                    help="connections served at once (the others: /healthz answered, else 503)")
     s.add_argument("--health-port", type=int, metavar="PORT",

@@ -207,11 +207,47 @@ def api_client(kubeconfig: str | None) -> Any:
         return config.new_client_from_config()
 
 
-def apply_nrt(api: Any, obj: dict[str, Any]) -> str:
-    """Create or update the (cluster-scoped) NRT object; returns "created" or "updated"."""
+def node_owner(api: Any, name: str, log: TextIO | None = None,
+               warned: set[str] | None = None) -> dict[str, Any] | None:
+    """The ownerReference that ties an NRT to its Node (``apiVersion: v1, kind: Node``, the
+    node's name and uid, read through the API), so the garbage collector deletes the NRT with
+    the node; ``None`` when the Node cannot be read - then a one-line warning says the object
+    goes without it (once per distinct reason when ``warned`` is given)."""
+    api_exception = k8s("client.rest").ApiException
+    try:
+        node = k8s("client").CoreV1Api(api).read_node(name)
+        uid = node.metadata.uid if node is not None and node.metadata is not None else None
+    except api_exception as e:
+        why = f"{e.status} {e.reason}".strip()
+        uid = None
+    else:
+        why = "the Node has no uid"
+    if uid:
+        return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": str(uid)}
+    if warned is None or why not in warned:
+        if warned is not None:
+            warned.add(why)
+        print(one_line(f"numalign export: warning: cannot read node/{name} ({why}): the "
+                       "NodeResourceTopology is published without an ownerReference to its "
+                       "Node and outlives the node if it is deleted (the exporter needs `get` "
+                       "on nodes)"), file=log if log is not None else sys.stderr)
+    return None
+
+
+def apply_nrt(api: Any, obj: dict[str, Any], *, log: TextIO | None = None,
+              warned: set[str] | None = None) -> str:
+    """Create or update the (cluster-scoped) NRT object, owned by its Node where the Node can
+    be read (:func:`node_owner`); returns "created" or "updated"."""
     api_exception = k8s("client.rest").ApiException
     custom = k8s("client").CustomObjectsApi(api)
     name = obj["metadata"]["name"]
+    owner = node_owner(api, name, log, warned)
+    obj = dict(obj)
+    obj["metadata"] = dict(obj["metadata"])
+    if owner is not None:
+        obj["metadata"]["ownerReferences"] = [owner]
+    else:
+        obj["metadata"].pop("ownerReferences", None)
     try:
         current: Any = custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
     except api_exception as e:
@@ -361,9 +397,10 @@ def export_command(
             print(f"numalign export: wrote {path}", file=sys.stderr)
     elif apply:
         api = api_client(kubeconfig)
+        warned: set[str] = set()
 
         def publish(obj: dict[str, Any]) -> None:
-            what = apply_nrt(api, obj)
+            what = apply_nrt(api, obj, warned=warned)
             print(f"numalign export: {what} noderesourcetopology/{obj['metadata']['name']}",
                   file=sys.stderr)
     else:

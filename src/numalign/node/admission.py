@@ -176,9 +176,11 @@ class Node:
     def validate_state(self) -> None:
         """The kubelet managers' start-up validation of a loaded state, plus numalign's own:
         no CPU or device held by two pods, devices that exist. Raises :class:`StateError`."""
-        CpuManager(self.machine, self.state.cpu, reserved=self.reserved_cpus).validate_state()
+        kinds = {uid: {c.name: c.kind for c in p.containers if c.kind is not None}
+                 for uid, p in self.state.pods.items()}
+        CpuManager(self.machine, self.state.cpu, reserved=self.reserved_cpus).validate_state(kinds)
         MemoryManager(self.machine, self.state.memory).validate_state()
-        DeviceManager(self.machine, self.state.devices).validate_state()
+        DeviceManager(self.machine, self.state.devices).validate_state(kinds)
 
     # --------------------------------------------------------------- admission
 
@@ -263,10 +265,11 @@ class Node:
         except AdmissionError as e:
             return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc), None
         results = tuple(self._container_result(work, pod, d, explain) for d in decisions)
+        kinds = {c.name: c.kind.value for c in pod.containers}
         work.pods[pod.uid] = PodRecord(
             pod.uid, pod.key, pol, sc,
             tuple(ContainerRecord(r.name, None if r.affinity is None else tuple(ids_of(r.affinity)),
-                                  r.preferred) for r in results),
+                                  r.preferred, kinds.get(r.name)) for r in results),
             requests=requests,
         )
         return PodResult(pod, True, None, None, policy=pol, scope=sc, containers=results), work
