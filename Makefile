@@ -52,7 +52,9 @@ lock:
 	test -x $(UV_VENV)/bin/uv || { $(PYTHON) -m venv $(UV_VENV) && $(UV_VENV)/bin/pip install --quiet uv; }
 	$(UV_VENV)/bin/uv pip compile pyproject.toml --extra report --universal --python-version 3.11 \
 		--no-header --annotation-style line -o requirements/demo.txt
-	$(UV_VENV)/bin/uv pip compile pyproject.toml --extra dev --extra kube --extra report \
+	$(UV_VENV)/bin/uv pip compile pyproject.toml --extra report --extra sweep --universal \
+		--python-version 3.11 --no-header --annotation-style line -o requirements/sweep.txt
+	$(UV_VENV)/bin/uv pip compile pyproject.toml --extra dev --extra kube --extra report --extra sweep \
 		--universal --python-version 3.11 --no-header --annotation-style line -o requirements/dev.txt
 
 # the suite against the newest versions pyproject.toml allows (not the lock): run by hand, outside
