@@ -34,7 +34,7 @@ demo: $(DEMO_STAMP)
 test: $(DEV_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/pytest -n auto
+	$(BIN)/pytest -n auto --dist loadgroup
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m benchmarks
@@ -66,7 +66,7 @@ test-latest:
 	$(LATEST)/bin/pip install --quiet --upgrade pip
 	$(LATEST)/bin/pip install --quiet --upgrade -e '.[dev,kube,report]'
 	$(LATEST)/bin/pip list --format=freeze | grep -v '^numalign=' > $(LATEST)/versions.txt
-	$(LATEST)/bin/pytest -n auto -p no:cacheprovider
+	$(LATEST)/bin/pytest -n auto --dist loadgroup -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) $(LATEST) $(UV_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -135,6 +135,7 @@ def _run(spec: SweepSpec, cells: Sequence[Cell], todo: Sequence[Cell],
                                   note=f"{describe(by_id[task.cell.id], spec)}: {error[:300]}")
 
             run = uuid.uuid4().hex
+            progress.restart_clock()
             tasks = [CellTask(c, base_dir, shared_dir, run) for c in todo]
             try:
                 stats = executor.run_cells(conn, tasks, retries=retries,

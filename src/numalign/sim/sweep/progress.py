@@ -40,6 +40,11 @@ class Progress:
         self._lock = threading.Lock()
         self._last_draw = 0.0
 
+    def restart_clock(self) -> None:
+        """The ETA counts from now (after the cluster started)."""
+        with self._lock:
+            self.start = time.monotonic()
+
     def eta(self) -> str:
         finished = self.done + self.failed
         left = self.total - self.resumed - finished

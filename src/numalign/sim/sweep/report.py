@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from numalign.sim.report import NO_PLOTS, plotting_available
+from numalign.sim.report import NO_PLOTS, PROFILE_COLORS, plotting_available
 from numalign.sim.sweep.metrics import BY_NAME, Metric
 from numalign.sim.sweep.spec import AXES, SweepSpec
 
@@ -86,6 +86,8 @@ def figure_metric(spec: SweepSpec, metric: Metric,
     scale = 100.0 if metric.percent else 1.0
     series_values = _ordered(spec, layout.series, [s for d in data.values() for s in d])
     colors = {s: _COLORS[i % len(_COLORS)] for i, s in enumerate(series_values)}
+    if layout.series == "profile":  # the simulate report's colours
+        colors.update({s: PROFILE_COLORS[s] for s in series_values if s in PROFILE_COLORS})
     xs = _ordered(spec, layout.x, [x for d in data.values() for s in d.values() for x in s])
     dodge = 0.5 / max(1, len(series_values))
     for i, key in enumerate(panels):
