@@ -34,32 +34,11 @@ from numalign.sim.cluster import cluster_template, template_variant
 from numalign.sim.sweep.cell import TOPIC
 from numalign.sim.sweep.grid import CellParams
 from numalign.sim.sweep.metrics import without_timings
-from sweep_cluster import ENV, LocalDask, local_dask
+from sweep_helpers import ENV, LocalDask, local_dask, write_trace
 
 pytest.importorskip("distributed", reason="the sweep extra (dask[distributed]) is not installed")
 #: one cluster for the module, in one xdist worker (make test runs pytest --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("dask-cluster")
-
-HEADER = ("instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,"
-          "rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,"
-          "creation_time,scheduled_time,deletion_time")
-
-
-def write_trace(path: Path, rows: int, bad_row: int | None = None) -> Path:
-    """A small trace in the Alibaba 2025 format: GPU (HN) and CPU (CN) instances arriving
-    every 5 s, each running 120-300 s; row ``bad_row`` (1-based) has a limit below its
-    request."""
-    lines = [HEADER]
-    for i in range(1, rows + 1):
-        hn = i % 3 != 0
-        cpu, gpu, rdma, mem = (8, 1, 25, 64) if hn else (16, 0, 0, 128)
-        limit = cpu - 4 if i == bad_row else cpu
-        t = 5 * i
-        lines.append(f"instance_{i},{'HN' if hn else 'CN'},app,{cpu},{limit},{gpu},{gpu},{rdma},"
-                     f"{rdma},{mem},{mem},10,10,1,{t},{t + 1},{t + 120 + 60 * (i % 4)}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDask]:

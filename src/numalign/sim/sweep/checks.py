@@ -21,7 +21,7 @@ from numalign.errors import InputError
 from numalign.sim.cluster import cluster_template, load_cluster, template_variant
 from numalign.sim.runner import check_profiles
 from numalign.sim.sources import check_workload_spec
-from numalign.sim.sweep.grid import Cell
+from numalign.sim.sweep.grid import Cell, effective_workload
 from numalign.sim.sweep.spec import SweepSpec
 
 #: most nodes of one cell's cluster (a template times its scale)
@@ -73,16 +73,20 @@ def check_clusters(spec: SweepSpec, base_dir: str) -> None:
 
 def check_workloads(spec: SweepSpec, cells: Sequence[Cell], shared_dir: str | None,
                     base_dir: str) -> None:
+    wanted = {c.params.workload for c in cells}
     checked: set[str] = set()
-    for cell in cells:
-        w = cell.params.workload
-        if w in checked:
-            continue
-        checked.add(w)
-        try:
-            check_workload_spec(w, shared_dir, base_dir=base_dir)
-        except InputError as e:
-            raise InputError(e.message, f"{spec.source}: axes.workload {w!r}") from None
+    for written in spec.axes["workload"]:
+        for seed in spec.axes["seed"]:
+            run = effective_workload(written, seed, spec.pod_limit)
+            if run in checked or run not in wanted:
+                continue
+            checked.add(run)
+            try:
+                check_workload_spec(run, shared_dir, base_dir=base_dir)
+            except InputError as e:
+                as_run = f" (run as {run!r})" if run != written else ""
+                raise InputError(e.message,
+                                 f"{spec.source}: axes.workload {written!r}{as_run}") from None
 
 
 def check_sweep(spec: SweepSpec, cells: Sequence[Cell], shared_dir: str | None,

@@ -24,6 +24,7 @@ from numalign.sim.report import NO_PLOTS, plotting_available
 from numalign.sim.sweep import store
 from numalign.sim.sweep.cell import CellTask, numalign_version
 from numalign.sim.sweep.checks import check_sweep
+from numalign.sim.sweep.executor import scheduler_address
 from numalign.sim.sweep.grid import Cell, expand, parse_only, select
 from numalign.sim.sweep.metrics import METRICS
 from numalign.sim.sweep.progress import Progress, format_duration
@@ -66,6 +67,10 @@ def run_sweep(
         raise InputError(f"must be at least 0, got {retries}", "--retries")
     if not connect_timeout > 0:
         raise InputError(f"must be > 0 seconds, got {connect_timeout}", "--connect-timeout")
+    address, where = scheduler_address(scheduler)
+    if address is not None and workers is not None:
+        raise InputError("only without a scheduler address (the cluster has its own workers)",
+                         "--workers")
     spec = read_sweep(path)
     version = numalign_version()
     cells = expand(spec, version)
@@ -84,13 +89,14 @@ def run_sweep(
     todo = [c for c in cells if c.id not in done]
     if todo and importlib.util.find_spec("distributed") is None:
         raise InputError(NO_DASK)
-    return _run(spec, cells, todo, done, out_dir, version=version, scheduler=scheduler,
+    return _run(spec, cells, todo, done, out_dir, version=version, address=address, where=where,
                 workers=workers, retries=retries, connect_timeout=connect_timeout,
                 shared_dir=shared_dir, base_dir=base_dir, quiet=quiet)
 
 
 def _run(spec: SweepSpec, cells: Sequence[Cell], todo: Sequence[Cell],
-         done: dict[str, dict[str, Any]], out: str, *, version: str, scheduler: str | None,
+         done: dict[str, dict[str, Any]], out: str, *, version: str, address: str | None,
+         where: str,
          workers: int | None, retries: int, connect_timeout: float, shared_dir: str | None,
          base_dir: str, quiet: bool) -> int:
     start = time.monotonic()
@@ -99,20 +105,20 @@ def _run(spec: SweepSpec, cells: Sequence[Cell], todo: Sequence[Cell],
     records: dict[str, dict[str, Any]] = {}
     failures: dict[str, str] = {}
     memory: dict[str, float] = {}
-    where = "nothing to run"
+    ran_on = "nothing to run"
     n_workers = 0
     starts: dict[str, int] = {}
     reruns = lost = 0
     if todo:
         from numalign.sim.sweep import executor
 
-        conn = executor.connect(scheduler, workers=workers, timeout_s=connect_timeout)
+        conn = executor.connect(address, where=where, workers=workers, timeout_s=connect_timeout)
         try:
             store.prepare(out)
-            where = "LocalCluster" if conn.local is not None else conn.address
+            ran_on = "LocalCluster" if conn.local is not None else conn.address
             n_workers = conn.workers
             progress.message(f"numalign sweep: {len(todo)} of {len(cells)} cells to run on "
-                             f"{n_workers} workers ({where}); results in {out}")
+                             f"{n_workers} workers ({ran_on}); results in {out}")
             by_id = {c.id: c for c in todo}
 
             def on_result(task: CellTask, result: dict[str, Any]) -> None:
@@ -168,7 +174,7 @@ def _run(spec: SweepSpec, cells: Sequence[Cell], todo: Sequence[Cell],
     run_info: dict[str, Any] = {
         "cells": len(cells), "ran": len(records), "resumed": len(done),
         "failed": len(cells) - len(records) - len(done), "reruns": reruns,
-        "workers_lost": lost, "workers": n_workers, "scheduler": where,
+        "workers_lost": lost, "workers": n_workers, "scheduler": ran_on,
         "wall_s": round(wall, 1),
         "peak_rss_mib_per_worker": {w: round(m, 1) for w, m in sorted(memory.items())},
     }

@@ -1,4 +1,5 @@
-"""Running cells on Dask distributed: the one module of numalign that imports Dask.
+"""Running cells on Dask distributed: the one module of numalign that imports Dask (and only
+when it connects: checking an address imports nothing).
 
 **Where.** By default a ``LocalCluster`` on this machine: one worker process per core
 (``threads_per_worker=1``: a cell is pure Python and holds the GIL), no dashboard. With an
@@ -25,15 +26,16 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
-
-from distributed import Client, LocalCluster, as_completed
+from typing import TYPE_CHECKING, Any
 
 from numalign.errors import InputError, one_line
 from numalign.sim.sweep.cell import TOPIC, CellTask, numalign_version, run_cell
+
+if TYPE_CHECKING:
+    from distributed import Client, LocalCluster
 
 ADDRESS_ENV = "DASK_SCHEDULER_ADDRESS"
 _ADDRESS = re.compile(r"(tcp|tls|ws|wss|ucx)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
@@ -67,11 +69,28 @@ def check_address(address: str) -> str:
     return address
 
 
-def connect(scheduler: str | None, *, workers: int | None, timeout_s: float) -> Connection:
-    """A client on the scheduler at ``scheduler`` (else ``$DASK_SCHEDULER_ADDRESS``), or on a
-    new LocalCluster of ``workers`` processes (default: one per core). Errors (unreachable
-    scheduler, no worker, another numalign version on a worker) are one-line InputErrors."""
-    address = scheduler if scheduler is not None else os.environ.get(ADDRESS_ENV) or None
+def scheduler_address(given: str | None, environ: Mapping[str, str] = os.environ,
+                      ) -> tuple[str | None, str]:
+    """The scheduler to use (``--scheduler``, else ``$DASK_SCHEDULER_ADDRESS``; None: a
+    LocalCluster) and where it came from, checked."""
+    address, where = (given, "--scheduler") if given is not None else (
+        environ.get(ADDRESS_ENV) or None, ADDRESS_ENV)
+    if address is None:
+        return None, where
+    try:
+        return check_address(address), where
+    except InputError as e:
+        raise InputError(e.problem, where) from None
+
+
+def connect(address: str | None, *, where: str = "--scheduler", workers: int | None,
+            timeout_s: float) -> Connection:
+    """A client on the scheduler at ``address`` (see :func:`scheduler_address`; ``where``
+    names it in errors), or on a new LocalCluster of ``workers`` processes (default: one per
+    core). Errors (unreachable scheduler, no worker, another numalign version on a worker)
+    are one-line InputErrors."""
+    from distributed import Client, LocalCluster
+
     if address is None:
         n = workers or default_workers()
         local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
@@ -79,14 +98,6 @@ def connect(scheduler: str | None, *, workers: int | None, timeout_s: float) -> 
         client = Client(local)
         conn = Connection(client, local, str(local.scheduler_address), n)
     else:
-        where = "--scheduler" if scheduler is not None else ADDRESS_ENV
-        if workers is not None:
-            raise InputError("only without a scheduler address (the cluster has its own "
-                             "workers)", "--workers")
-        try:
-            address = check_address(address)
-        except InputError as e:
-            raise InputError(e.problem, where) from None
         try:
             client = Client(address, timeout=timeout_s)
         except (OSError, ValueError) as e:
@@ -182,6 +193,8 @@ def run_cells(
     or not) or ``on_error`` (an exception Dask reports after its retries) as each completes,
     in completion order, on this thread. Ctrl-C cancels the cells not finished and
     re-raises."""
+    from distributed import as_completed
+
     stats = RunStats()
     if not tasks:
         return stats

@@ -16,6 +16,7 @@ name, flushed to disk and renamed, so an interrupted sweep leaves whole files on
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -58,10 +59,8 @@ def write_atomic(path: str, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

@@ -1,6 +1,7 @@
-"""A real Dask cluster on localhost for the sweep tests: one ``dask scheduler`` process and
-``dask worker`` processes (each a nanny with one single-threaded worker process) over TCP on
-ports the OS picks, started and stopped by the test, cleaned up even when the test fails."""
+"""Helpers of the sweep tests: a small trace in the Alibaba 2025 format, and a real Dask
+cluster on localhost - one ``dask scheduler`` process and ``dask worker`` processes (each a
+nanny with one single-threaded worker process) over TCP on ports the OS picks, started and
+stopped by the test, cleaned up even when the test fails."""
 
 from __future__ import annotations
 
@@ -21,6 +22,27 @@ from conftest import REPO
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
 START_TIMEOUT_S = 60.0
+
+
+HEADER = ("instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,"
+          "rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,"
+          "creation_time,scheduled_time,deletion_time")
+
+
+def write_trace(path: Path, rows: int, bad_row: int | None = None) -> Path:
+    """A small trace in the Alibaba 2025 format: GPU (HN) and CPU (CN) instances arriving
+    every 5 s, each running 120-300 s; data row ``bad_row`` (1-based, file line
+    ``bad_row + 1``) has a CPU limit below its request."""
+    lines = [HEADER]
+    for i in range(1, rows + 1):
+        hn = i % 3 != 0
+        cpu, gpu, rdma, mem = (8, 1, 25, 64) if hn else (16, 0, 0, 128)
+        limit = cpu - 4 if i == bad_row else cpu
+        t = 5 * i
+        lines.append(f"instance_{i},{'HN' if hn else 'CN'},app,{cpu},{limit},{gpu},{gpu},{rdma},"
+                     f"{rdma},{mem},{mem},10,10,1,{t},{t + 1},{t + 120 + 60 * (i % 4)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def _dask() -> list[str]:
@@ -52,10 +74,8 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             os.killpg(p.pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
     for p in procs:
-        try:
+        with suppress(subprocess.TimeoutExpired):
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
     for p in procs:
         with suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)
