@@ -36,14 +36,14 @@ NO_DASK = "needs Dask distributed: pip install 'numalign[sweep]'"
 
 def describe(cell: Cell, spec: SweepSpec) -> str:
     """The cell's values on the axes that vary (what tells it apart in a log line)."""
-    parts = [f"{a}={cell.params.axis(a)}" for a in spec.varying()]
+    parts = [f"{a}={cell.axis(a)}" for a in spec.varying()]
     return " ".join(parts) or cell.params.profile
 
 
 def _dry_run(spec: SweepSpec, cells: Sequence[Cell], done: set[str], out: str) -> int:
     for cell in cells:
         state = "done" if cell.id in done else "to run"
-        print(f"{cell.id}  {state:<6}  {describe(cell, spec)}  workload={cell.params.workload}")
+        print(f"{cell.id}  {state:<6}  {describe(cell, spec)}  (runs {cell.params.workload})")
     print(f"{len(cells)} cells: {len(done)} done in {out}, {len(cells) - len(done)} to run")
     return 0
 

@@ -71,6 +71,13 @@ def cell_id(params: CellParams, version: str) -> str:
 class Cell:
     id: str
     params: CellParams
+    #: the cell's value on every axis as the sweep file wrote it (the workload before its pod
+    #: limit and seed were written in): what the table and the report group by
+    written: tuple[tuple[str, Any], ...] = ()
+
+    def axis(self, name: str) -> Any:
+        """The value on axis ``name`` as written in the sweep file."""
+        return dict(self.written).get(name, self.params.axis(name))
 
 
 def effective_workload(spec: str, seed: int, pod_limit: int | None) -> str:
@@ -128,7 +135,7 @@ def expand(spec: SweepSpec, version: str) -> list[Cell]:
         if cid in seen:  # two spellings of one workload: one cell
             continue
         seen.add(cid)
-        cells.append(Cell(cid, params))
+        cells.append(Cell(cid, params, tuple((a, values[a]) for a in AXES)))
     return cells
 
 
@@ -153,18 +160,5 @@ def select(cells: Iterable[Cell], only: Mapping[str, set[str]], spec: SweepSpec)
         for value in sorted(wanted - known):
             raise InputError(f"{axis} has no value {value!r} in this sweep (values: "
                              f"{', '.join(sorted(known))})", "--only")
-    out = []
-    for cell in cells:
-        if all(_written(cell, axis, spec) in wanted for axis, wanted in only.items()):
-            out.append(cell)
-    return out
-
-
-def _written(cell: Cell, axis: str, spec: SweepSpec) -> str:
-    """The cell's value on ``axis`` as the sweep file wrote it."""
-    if axis != "workload":
-        return str(cell.params.axis(axis))
-    for w in spec.axes["workload"]:
-        if effective_workload(w, cell.params.seed, spec.pod_limit) == cell.params.workload:
-            return str(w)
-    return cell.params.workload
+    return [c for c in cells
+            if all(str(c.axis(axis)) in wanted for axis, wanted in only.items())]

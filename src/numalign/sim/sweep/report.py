@@ -78,8 +78,8 @@ def figure_metric(spec: SweepSpec, metric: Metric,
     import matplotlib.pyplot as plt
 
     layout = spec.report
-    panels = [k for k in _panel_keys(spec) if k in data][:MAX_PANELS]
-    ncols = min(3, len(panels))
+    panels = [k for k in _panel_keys(spec) if k in data][:MAX_PANELS] or list(data)[:MAX_PANELS]
+    ncols = max(1, min(3, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(8.5, 0.6 + 3.0 * nrows), squeeze=False,
                              sharey=True)

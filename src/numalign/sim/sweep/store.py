@@ -114,15 +114,16 @@ def load_done(out: str, cells: Iterable[Cell], version: str) -> dict[str, dict[s
 # -- the table ---------------------------------------------------------------------------------
 
 ROW_KEYS = ("id", *AXES, "status", *(m.name for m in METRICS), "wall_s", "worker", "runs",
-            "error")
+            "spec", "error")
 
 
 def table_row(cell: Cell, status: str, record: Mapping[str, Any] | None, *,
               runs: int = 0, error: str | None = None) -> dict[str, Any]:
-    """One row: the cell's axes, its status (``ok``, ``resumed``, ``failed``), metrics."""
+    """One row: the cell's axes as the sweep file wrote them, its status (``ok``,
+    ``resumed``, ``failed``), its metrics, and ``spec``: the workload spec it ran."""
     row: dict[str, Any] = {"id": cell.id}
     for axis in AXES:
-        row[axis] = cell.params.axis(axis)
+        row[axis] = cell.axis(axis)
     row["status"] = status
     metrics = (record or {}).get("metrics") or {}
     for m in METRICS:
@@ -130,6 +131,7 @@ def table_row(cell: Cell, status: str, record: Mapping[str, Any] | None, *,
     row["wall_s"] = (record or {}).get("wall_s")
     row["worker"] = (record or {}).get("worker")
     row["runs"] = runs
+    row["spec"] = cell.params.workload
     row["error"] = error
     return row
 
