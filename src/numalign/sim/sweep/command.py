@@ -197,7 +197,7 @@ def _run(spec: SweepSpec, cells: Sequence[Cell], todo: Sequence[Cell],
     store.write_atomic(report_path, report_html(spec, rows, run_info))
     print(f"{len(records) + len(done)} of {len(cells)} cells done ({len(done)} from earlier "
           f"runs), {run_info['failed']} failed, {reruns} reruns, {lost} workers lost; "
-          f"wall {format_duration(wall)} on {n_workers} workers")
+          f"wall {format_duration(wall)} on {n_workers} worker{'' if n_workers == 1 else 's'}")
     if memory:
         print("peak memory per worker: " + ", ".join(f"{w} {m:.0f} MiB"
                                                      for w, m in sorted(memory.items())))

@@ -2,7 +2,8 @@
 when it connects: checking an address imports nothing).
 
 **Where.** By default a ``LocalCluster`` on this machine: one worker process per core
-(``threads_per_worker=1``: a cell is pure Python and holds the GIL), no dashboard. With an
+(``threads_per_worker=1``: a cell is pure Python and holds the GIL), its HTTP endpoint on a
+free localhost port. With an
 address (``--scheduler tcp://HOST:PORT``, else ``$DASK_SCHEDULER_ADDRESS``) the cells go to
 that cluster's workers, which need the same numalign version (checked) and the same files at
 the same paths.
@@ -93,8 +94,10 @@ def connect(address: str | None, *, where: str = "--scheduler", workers: int | N
 
     if address is None:
         n = workers or default_workers()
+        # the scheduler's HTTP server (and dashboard, with bokeh) on a free localhost port:
+        # None would still bind the default 8787, taken by another cluster
         local = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                             dashboard_address=None, silence_logs=logging.ERROR)
+                             dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
         client = Client(local)
         conn = Connection(client, local, str(local.scheduler_address), n)
     else:
