@@ -240,7 +240,7 @@ def test_report_plots_each_metric_with_data() -> None:
     page = report_html(spec, rows, {"cells": 12})
     # scheduled and aligned have values; the other default metrics have none in these rows
     assert page.count("<img") == 2 and 'id="scheduled"' in page and 'id="aligned_fraction"' in page
-    assert "error bars span the lowest to the highest seed" in page
+    assert "means over up to 3 seeds; error bars span the lowest to the highest seed" in page
 
 
 def test_the_trace_writer_of_the_tests_reads_back(tmp_path: Path) -> None:

@@ -85,9 +85,9 @@ def figure_metric(spec: SweepSpec, metric: Metric,
                              sharey=True)
     scale = 100.0 if metric.percent else 1.0
     series_values = _ordered(spec, layout.series, [s for d in data.values() for s in d])
-    colors = {s: _COLORS[i % len(_COLORS)] for i, s in enumerate(series_values)}
-    if layout.series == "profile":  # the simulate report's colours
-        colors.update({s: PROFILE_COLORS[s] for s in series_values if s in PROFILE_COLORS})
+    fixed = dict(PROFILE_COLORS) if layout.series == "profile" else {}  # as the simulate report
+    spare = iter([c for c in _COLORS if c not in fixed.values()] * (1 + len(series_values)))
+    colors = {s: fixed[s] if s in fixed else next(spare) for s in series_values}
     xs = _ordered(spec, layout.x, [x for d in data.values() for s in d.values() for x in s])
     dodge = 0.5 / max(1, len(series_values))
     for i, key in enumerate(panels):
@@ -150,15 +150,15 @@ def render_figures(spec: SweepSpec, rows: Sequence[Mapping[str, Any]]) -> list[t
 
     matplotlib.use("Agg")
     layout = spec.report
-    seeds = len(spec.axes["seed"])
-    spread = (f" Points are means over {seeds} seeds; error bars span the lowest to the highest "
-              "seed." if seeds > 1 else " One seed: no spread to show.")
     out = []
     for name in layout.metrics:
         metric = BY_NAME[name]
         data = aggregate(rows, spec, name)
         if not data:
             continue
+        seeds = max(st[3] for d in data.values() for xs in d.values() for st in xs.values())
+        spread = (f" Points are means over up to {seeds} seeds; error bars span the lowest to the "
+                  "highest seed." if seeds > 1 else " One seed per point: no spread to show.")
         panels = len([k for k in _panel_keys(spec) if k in data])
         where = (f" x: {layout.x}" if layout.x else "") + (f"; lines: {layout.series}"
                                                            if layout.series else "")
