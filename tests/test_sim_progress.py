@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from numalign.cli import main
-from numalign.sim.cli_run import Progress
+from numalign.sim.cli_run import ReplayProgress
 
 
 class _Terminal(io.StringIO):
@@ -17,7 +17,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-def _feed(progress: Progress) -> None:
+def _feed(progress: ReplayProgress) -> None:
     for profile in ("default", "numalign"):
         for done in (200, 400, 600, 650):
             progress(profile, done, 650)
@@ -25,7 +25,7 @@ def _feed(progress: Progress) -> None:
 
 def test_a_terminal_gets_the_bar_redrawn_in_place() -> None:
     tty = _Terminal()
-    _feed(Progress(tty, quiet=False))
+    _feed(ReplayProgress(tty, quiet=False))
     text = tty.getvalue()
     assert text.count("\r") == 8 and text.count("\n") == 2
     assert "[##############################] 650/650 pods" in text
@@ -33,7 +33,7 @@ def test_a_terminal_gets_the_bar_redrawn_in_place() -> None:
 
 def test_a_file_gets_one_plain_line_per_profile() -> None:
     log = io.StringIO()
-    _feed(Progress(log, quiet=False))
+    _feed(ReplayProgress(log, quiet=False))
     lines = log.getvalue().splitlines()
     assert "\r" not in log.getvalue()
     assert [line.split(" pods")[0] for line in lines] == ["  default: 650", "  numalign: 650"]
@@ -41,7 +41,7 @@ def test_a_file_gets_one_plain_line_per_profile() -> None:
 
 @pytest.mark.parametrize("stream", [io.StringIO(), _Terminal()])
 def test_quiet_is_silent(stream: io.StringIO) -> None:
-    _feed(Progress(stream, quiet=True))
+    _feed(ReplayProgress(stream, quiet=True))
     assert stream.getvalue() == ""
 
 

@@ -150,6 +150,20 @@ COMMANDS: dict[str, tuple[str, tuple[Example, ...]]] = {
                     " --out /tmp/numalign-demo/sim-dir --quiet"),
         ),
     ),
+    "sweep": (
+        "Run a grid of simulations: every combination of the sweep file's axes (cluster\n"
+        "templates and sizes, Topology Manager policy and scope, scheduler profiles, workloads,\n"
+        "seeds) is one cell, a `numalign simulate` run of one profile. Cells run on Dask: a\n"
+        "LocalCluster with one worker process per core, or an existing cluster (--scheduler).\n"
+        "Finished cells are stored as they finish; running the command again skips them.\n"
+        "Writes sweep.json, sweep.csv and report.html. Exit 0: every cell done; 1: some cells\n"
+        "failed (listed); 2: bad input; 130: interrupted. See docs/sweeps.md.",
+        (
+            Example("numalign sweep examples/sweeps/small.yaml --dry-run"),
+            Example("numalign sweep examples/sweeps/small.yaml --only seed=1 --only profile=numalign"
+                    " --only policy=restricted --workers 1 --out /tmp/numalign-demo/sweep --quiet"),
+        ),
+    ),
     "export": (
         "Build this node's NodeResourceTopology object (topology.node.k8s.io/v1alpha2) from\n"
         "the machine, the kubelet configuration and the allocations, and print it, write it to\n"
