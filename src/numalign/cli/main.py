@@ -93,7 +93,21 @@ def _machine_source(args: argparse.Namespace) -> Any:
                              "--kubelet-config")
         section = read_kubelet_configuration(args.kubelet_config)
         machine = with_kubelet_configuration(machine, section, args.kubelet_config)
+    if args.kubelet_version is not None:
+        machine = _with_kubelet_version(machine, args.kubelet_version)
     return machine
+
+
+def _with_kubelet_version(machine: Any, text: str) -> Any:
+    """``machine`` whose kubelet is ``text`` (``--kubelet-version``: wins over the spec's)."""
+    from dataclasses import replace
+
+    from numalign.machine.kubelet_version import parse_kubelet_version
+
+    version = parse_kubelet_version(text, "--kubelet-version")
+    if machine is None:
+        raise InputError("needs a machine: --machine, --sysfs-root or --hwloc-xml", "--kubelet-version")
+    return replace(machine, kubelet=replace(machine.kubelet, kubelet_version=version))
 
 
 def _read_pods(paths: Sequence[str]) -> list[Any]:
@@ -277,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kubelet-config", metavar="FILE",
                    help="KubeletConfiguration YAML (kubelet.config.k8s.io/v1beta1): its policies, "
                         "reservations and feature gates replace the machine's kubelet section")
+    p.add_argument("--kubelet-version", metavar="VERSION",
+                   help="the node's kubelet release, e.g. v1.33.4 (wins over the spec's "
+                        "kubeletVersion; default: the newest release numalign models)")
     p.add_argument("--state-dir", metavar="DIR", help="keep admitted pods allocated here across invocations")
     p.add_argument("-o", "--output", choices=["json", "yaml", "table"], help=OUTPUT_HELP)
     p.add_argument("--explain", action="store_true",

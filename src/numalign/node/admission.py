@@ -69,6 +69,8 @@ class PodResult:
     policy: str = "none"
     scope: str = "container"
     containers: tuple[ContainerResult, ...] = ()
+    #: --explain: the node's kubelet release and what its hint providers would enumerate
+    kubelet: tuple[str, ...] = ()
 
 
 def machine_fingerprint(machine: Machine) -> str:
@@ -197,6 +199,12 @@ class Node:
         The scheduler "assumes" with this: a plan made on the current state and committed
         with :meth:`commit` is exactly what the node's own admission produces.
         """
+        result, planned = self._plan_chain(pod, explain)
+        if explain:
+            result = replace(result, kubelet=tuple(self.rules.release_notes(self.machine, pod)))
+        return result, planned
+
+    def _plan_chain(self, pod: Pod, explain: bool) -> tuple[PodResult, NodeState | None]:
         policy, scope = self.policy_for(pod)
         pol, sc = policy.policy.value, scope.value
         if pod.uid in self.state.pods or any(p.key == pod.key for p in self.state.pods.values()):
