@@ -93,7 +93,7 @@ def _machine_source(args: argparse.Namespace) -> Any:
                              "--kubelet-config")
         section = read_kubelet_configuration(args.kubelet_config)
         machine = with_kubelet_configuration(machine, section, args.kubelet_config)
-    if args.kubelet_version is not None:
+    if args.kubelet_version:
         machine = _with_kubelet_version(machine, args.kubelet_version)
     return machine
 

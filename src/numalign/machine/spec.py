@@ -767,7 +767,7 @@ def _dump_kubelet(k: KubeletConfig) -> dict[str, Any]:
         out["evictionHard"] = dict(k.eviction_hard)
     if k.max_pods != KubeletConfig.max_pods:
         out["maxPods"] = k.max_pods
-    if k.kubelet_version is not None:
+    if k.kubelet_version:
         out["kubeletVersion"] = str(k.kubelet_version)
     return out
 

@@ -254,7 +254,7 @@ class MetricsRecorder:
                 if c.numa is not None:
                     union |= c.numa
             numa_nodes = union.bit_count()
-        if release is not None:
+        if release:
             counts = m.by_release.setdefault(release, Counter())
             counts["scheduled"] += 1
             counts["aligned"] += int(aligned)
@@ -279,7 +279,7 @@ class MetricsRecorder:
         """A pod bound to a node whose admission refused it (the kubelet's ``reason``)."""
         m = self.profile(profile)
         m.rejections[reason] += 1
-        if release is not None:
+        if release:
             m.by_release.setdefault(release, Counter())[reason] += 1
         if reason == TOPOLOGY_AFFINITY_ERROR:
             m.errors.append((time_s, float(m.topology_affinity_errors)))

@@ -539,7 +539,7 @@ def cluster_overview(nodes: Sequence[tuple[str, Machine]], source: str) -> dict[
     for name, m in nodes:
         k = m.kubelet
         tm = f"{k.topology_manager_policy} (scope {k.topology_manager_scope})"
-        version = str(k.kubelet_version) if k.kubelet_version is not None else "newest modelled"
+        version = str(k.kubelet_version) if k.kubelet_version else "newest modelled"
         key = (m.name, _machine_hardware(m), tm, k.cpu_manager_policy, k.memory_manager_policy,
                version)
         g = groups.get(key)

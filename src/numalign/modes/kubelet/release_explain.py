@@ -19,6 +19,7 @@ The line is numalign's judgment, not a kubelet constant.
 
 from __future__ import annotations
 
+from numalign.inputs.quantity import MEMORY, is_hugepages_resource
 from numalign.machine.model import Machine
 from numalign.modes.kubelet.releases import DeviceHints, ResolvedRelease
 from numalign.pods import Pod, QOSClass
@@ -56,7 +57,7 @@ def release_notes(resolved: ResolvedRelease, machine: Machine, pod: Pod) -> list
     if guaranteed and kc.cpu_manager_policy == "static" and limits.get("cpu", 0) > 0:
         with_cpus = len({c.numa for c in machine.online_cpus})
         out.append(f"CPU hints (static policy): the {with_cpus} NUMA nodes with CPUs, {_count(with_cpus)}")
-    wants_memory = any(r == "memory" or r.startswith("hugepages-") for r in limits)
+    wants_memory = any(r == MEMORY or is_hugepages_resource(r) for r in limits)
     if guaranteed and kc.memory_manager_policy == "Static" and wants_memory:
         n = len(machine.node_ids)
         out.append(f"memory hints (Static memory manager, every release): all {n} NUMA nodes, "
