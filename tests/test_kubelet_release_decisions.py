@@ -21,7 +21,7 @@ from numalign.machine.spec import load_machine, read_machine_file
 from numalign.node.admission import Node
 from numalign.pods import parse_pods, read_pod_files
 from numalign.resources.devices import DeviceManager
-from test_devices_kubelet import COMMON, materialize, pod, app, state  # noqa: I001
+from test_devices_kubelet import COMMON, app, materialize, pod, state
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data" / "kubelet_releases"

@@ -268,3 +268,24 @@ def test_merge_and_admission_chain_rows(minor: int) -> None:
     assert rules.chain == (AdmissionStep.TOPOLOGY_MANAGER, AdmissionStep.PREDICATES)
     assert r.device_hints is (rel.DeviceHints.DEVICE_NUMA_NODES if minor >= 36
                               else rel.DeviceHints.ALL_NUMA_NODES)
+
+
+def test_the_exported_nrt_carries_the_release_and_the_extender_reads_it() -> None:
+    from dataclasses import replace
+
+    from numalign.kube.nrt_import import ATTR_KUBELET_VERSION, engine_from_nrt
+    from numalign.kube.topology import build_nrt
+    from numalign.node.admission import Node
+
+    m = load_machine(_spec(33, cpuManagerPolicy="static", reservedSystemCPUs="0"))
+    doc = build_nrt(Node(m))
+    assert {"name": ATTR_KUBELET_VERSION, "value": "v1.33.3"} in doc["attributes"]
+    assert engine_from_nrt(doc).rules.release.release is rel.RELEASES[33]
+    unknown = build_nrt(Node(replace(m, kubelet=replace(m.kubelet, kubelet_version=None))))
+    assert all(a["name"] != ATTR_KUBELET_VERSION for a in unknown["attributes"])
+    assert engine_from_nrt(unknown).rules.release.release is rel.RELEASES[rel.NEWEST]
+    for a in doc["attributes"]:
+        if a["name"] == ATTR_KUBELET_VERSION:
+            a["value"] = "1.x"
+    with pytest.raises(InputError, match=f"attributes.{ATTR_KUBELET_VERSION}: '1.x' is not"):
+        engine_from_nrt(doc)

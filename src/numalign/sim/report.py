@@ -40,8 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from numalign.sim.release_summary import release_lines
 from numalign.sim.metrics import Point, ProfileSeries
+from numalign.sim.release_summary import release_lines
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
