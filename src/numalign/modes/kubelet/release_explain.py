@@ -64,7 +64,7 @@ def release_notes(resolved: ResolvedRelease, machine: Machine, pod: Pod) -> list
                    f"{_count(n)}")
     if any("would not finish" in line for line in out[1:]):
         out.append("numalign decides this pod by rule without enumerating masks; the node's "
-                   "kubelet would keep it pending in admission (kubernetes#135541)")
+                   "kubelet would not finish its admission")
     return out
 
 
