@@ -72,9 +72,11 @@ def _output(args: argparse.Namespace) -> str:
 
 
 def _state_dir(args: argparse.Namespace) -> Any:
+    if not args.state_dir:
+        return None
     from pathlib import Path
 
-    return Path(args.state_dir) if args.state_dir else None
+    return Path(args.state_dir)
 
 
 def _machine_source(args: argparse.Namespace) -> Any:

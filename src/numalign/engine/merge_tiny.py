@@ -31,7 +31,7 @@ def tiny_permutations(lists: Sequence[object]) -> int:
     for hints in lists:
         if type(hints) is not list and type(hints) is not tuple:
             return 0
-        count *= len(hints)  # type: ignore[arg-type]  # a list or tuple, checked above
+        count *= len(hints)
         if count > TINY_PERMUTATIONS:
             return 0
     return count
