@@ -39,7 +39,7 @@ class StrictParser(argparse.ArgumentParser):
         super().__init__(**kwargs)
         # argparse's own matcher takes only plain numbers (-1, -.5) for values
         self._negative_number_matcher = NEGATIVE_LOOKING
-        #: run once before this parser's help is first formatted (:func:`document_later`)
+        #: run once before this parser's help is first formatted (the pages' texts are loaded then)
         self.before_help: Callable[[argparse.ArgumentParser], None] | None = None
 
     def format_help(self) -> str:
@@ -94,20 +94,3 @@ def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPa
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
     return {}
-
-
-def document_later(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """Give every sub-command of ``parser`` its description, examples and flag help
-    (:func:`numalign.cli.help.document_page`) when its help is first formatted: a command
-    line that prints no help never loads them."""
-    for name, sub in subparsers(parser).items():
-        path = f"{prefix} {name}".strip()
-        if isinstance(sub, StrictParser):
-            sub.before_help = lambda p, path=path: _document_page(p, path)
-        document_later(sub, path)
-
-
-def _document_page(parser: argparse.ArgumentParser, path: str) -> None:
-    from numalign.cli.help import document_page
-
-    document_page(parser, path)

@@ -264,7 +264,7 @@ def build_parser(command: str | None = None, *, documented: bool = True) -> argp
     parser (and importing the modules that define them) would be start-up time for nothing.
     ``documented``: the sub-commands' descriptions, examples and flag help
     (:mod:`numalign.cli.help`) are attached now; otherwise when a help page is first formatted."""
-    from numalign.cli.argparser import StrictParser, document_later
+    from numalign.cli.argparser import StrictParser
 
     def wanted(*names: str) -> bool:
         return command is None or command in names
@@ -395,8 +395,27 @@ def build_parser(command: str | None = None, *, documented: bool = True) -> argp
 
         document(parser)
     else:
-        document_later(parser)
+        _document_later(parser)
     return parser
+
+
+def _document_later(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """Give every sub-command of ``parser`` its description, examples and flag help
+    (:func:`numalign.cli.help.document_page`) when its help is first formatted: a command
+    line that prints no help never loads them."""
+    from numalign.cli.argparser import StrictParser, subparsers
+
+    for name, sub in subparsers(parser).items():
+        path = f"{prefix} {name}".strip()
+        if isinstance(sub, StrictParser):
+            sub.before_help = lambda p, path=path: _document_page(p, path)
+        _document_later(sub, path)
+
+
+def _document_page(parser: argparse.ArgumentParser, path: str) -> None:
+    from numalign.cli.help import document_page
+
+    document_page(parser, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
