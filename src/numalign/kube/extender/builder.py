@@ -11,25 +11,43 @@ process, which also pickles the result; the server unpickles the finished engine
 
 A worker that dies (a hostile object that the size checks did not catch) marks only that node
 unusable; the next update starts a new worker.
+
+The pool has :func:`default_workers` processes (one per usable CPU, at most
+:data:`MAX_WORKERS`): the initial list of thousands of nodes is built in parallel, and a
+directory source reads and parses its files there too (:meth:`ProcessBuilder.run`). Updates
+of one node may then finish out of order; the core installs only a node's newest.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, TypeVar
 
-from numalign.kube.extender.core import Built, Decision, build_engine
+from numalign.kube.extender.core import Decision
+from numalign.kube.extender.engines import Built, build_engine
 from numalign.pods import Pod
 from numalign.scheduler import get_profile
 
+T = TypeVar("T")
+
 #: the longest one build may take in the worker (seconds) before the node is refused
 BUILD_TIMEOUT = 60.0
+#: worker processes at most (each holds its own interpreter and numalign: about 60 MiB)
+MAX_WORKERS = 4
+
+
+def default_workers() -> int:
+    """Worker processes for this machine: one per CPU this process may use, 1 to
+    :data:`MAX_WORKERS`."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_WORKERS, cpus or 1))
 
 
 def build_and_decide(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
@@ -68,29 +86,58 @@ def _timed_pickled(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
 
 
 class ProcessBuilder:
-    """Runs :func:`build_and_decide` in one worker process (``spawn``), started on first use."""
+    """Runs :func:`build_and_decide` in ``workers`` worker processes (``spawn``), started on
+    first use."""
 
-    def __init__(self, profile: str = "numalign", timeout: float = BUILD_TIMEOUT) -> None:
+    def __init__(self, profile: str = "numalign", timeout: float = BUILD_TIMEOUT,
+                 workers: int = 1) -> None:
         get_profile(profile)  # a bad name fails here, not in the worker
         self.profile = profile
         self.timeout = timeout
+        self.workers = max(1, workers)
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._closed = False
         #: builds done in the worker and the worker's CPU seconds for them
         self.builds = 0
         self.cpu_seconds = 0.0
 
     def _executor(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self._closed:  # the server is stopping: no new worker
+                raise RuntimeError("the builder is closed")
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
             return self._pool
 
     def start(self) -> Future[Any]:
-        """Start the worker now (it imports numalign: about a second) rather than on the
-        first update; the future is done when the worker answers."""
-        return self._executor().submit(build_and_decide, self.profile, None, [])
+        """Start the workers now (each imports numalign: about a second) rather than on the
+        first updates; the future is done when one worker answers."""
+        pool = self._executor()
+        first = pool.submit(build_and_decide, self.profile, None, [])
+        for _ in range(self.workers - 1):
+            pool.submit(build_and_decide, self.profile, None, [])
+        return first
+
+    def run(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """``fn(*args)`` in a worker (``fn`` and ``args`` picklable, ``fn`` a module-level
+        function); the future raises :class:`BrokenProcessPool` if the worker died meanwhile
+        (the next call starts a new one)."""
+        pool = self._executor()
+        try:
+            fut = pool.submit(fn, *args)
+        except (BrokenProcessPool, RuntimeError):
+            self._restart(pool)
+            pool = self._executor()
+            fut = pool.submit(fn, *args)
+
+        def died(f: Future[Any]) -> None:
+            if not f.cancelled() and isinstance(f.exception(), BrokenProcessPool):
+                self._restart(pool)
+
+        fut.add_done_callback(died)
+        return fut
 
     def __call__(self, obj: Any, pods: Sequence[tuple[int, Pod]],
                  ) -> tuple[Built, dict[int, Decision], list[float]]:
@@ -109,7 +156,8 @@ class ProcessBuilder:
                ) -> Future[tuple[Built, dict[int, Decision], list[float]] | bytes]:
         """Queue one build; the future's result is what :meth:`__call__` returns, pickled
         (``bytes``, for ``pickle.loads`` where it is installed), or - when the worker dies -
-        a refused node, not an exception. Builds run in submission order."""
+        a refused node, not an exception. Builds start in submission order; with several
+        workers they may finish in another (the core installs only a node's newest)."""
         out: Future[tuple[Built, dict[int, Decision], list[float]] | bytes] = Future()
         pool = self._executor()
 
@@ -138,8 +186,9 @@ class ProcessBuilder:
         with self._lock:
             if self._pool is pool:
                 self._pool = None
+        procs = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
-        for p in list(getattr(pool, "_processes", {}).values()):  # a hung worker
+        for p in procs:  # a hung worker
             p.kill()
 
     def close(self, grace: float = 2.0) -> None:
@@ -148,6 +197,7 @@ class ProcessBuilder:
         wanted)."""
         with self._lock:
             pool, self._pool = self._pool, None
+            self._closed = True
         if pool is None:
             return
         procs = list((getattr(pool, "_processes", None) or {}).values())
