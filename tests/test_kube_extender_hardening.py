@@ -9,6 +9,7 @@ import copy
 import http.client
 import io
 import json
+import os
 import select
 import socket
 import threading
@@ -148,8 +149,10 @@ def test_engine_build_never_holds_the_lock(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_one_update_rebuilds_one_node(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     builds = count_engine_builds(monkeypatch)
+    old = time.time_ns() - 60 * 10**9  # written a minute ago: their keys are not "racy"
     for i in range(50):
         (tmp_path / f"n{i}.yaml").write_text(yaml.safe_dump(fig_nrt(f"n{i}")))
+        os.utime(tmp_path / f"n{i}.yaml", ns=(old, old))
     core = ExtenderCore(log=io.StringIO())
     src = DirSource(tmp_path, log=io.StringIO())
     src.poll(core)

@@ -15,11 +15,14 @@ unusable; the next update starts a new worker.
 The pool has :func:`default_workers` processes (one per usable CPU, at most
 :data:`MAX_WORKERS`): the initial list of thousands of nodes is built in parallel, and a
 directory source reads and parses its files there too (:meth:`ProcessBuilder.run`). Updates
-of one node may then finish out of order; the core installs only a node's newest.
+of one node may then finish out of order; the core installs only a node's newest. Once the
+initial list is in, the workers run niced (:data:`WORKER_NICE`): where they and the serving
+process compete for the CPUs, the requests come first and the updates wait.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -39,6 +42,8 @@ T = TypeVar("T")
 
 #: the longest one build may take in the worker (seconds) before the node is refused
 BUILD_TIMEOUT = 60.0
+#: the workers' niceness once the initial list is in (:meth:`ProcessBuilder.settled`)
+WORKER_NICE = 10
 #: worker processes at most (each holds its own interpreter and numalign: about 60 MiB)
 MAX_WORKERS = 4
 
@@ -68,18 +73,34 @@ def build_and_decide(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
     return built, decisions, durations
 
 
-def _timed(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
+def _at_nice(level: int) -> None:
+    """Lower this worker's priority to ``level`` (never raise it back)."""
+    if level > 0:
+        with contextlib.suppress(OSError):
+            now = os.nice(0)
+            if now < level:
+                os.nice(level - now)
+
+
+def _call(nice: int, fn: Callable[..., T], *args: Any) -> T:
+    _at_nice(nice)
+    return fn(*args)
+
+
+def _timed(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice: int = 0,
            ) -> tuple[tuple[Built, dict[int, Decision], list[float]], float]:
     """:func:`build_and_decide` and the worker's CPU seconds for it."""
+    _at_nice(nice)
     c0 = time.process_time()
     out = build_and_decide(profile, obj, pods)
     return out, time.process_time() - c0
 
 
-def _timed_pickled(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
+def _timed_pickled(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice: int = 0,
                    ) -> tuple[bytes, float]:
     """:func:`_timed` with the result pickled here, in the worker: the server's thread that
     receives it then only takes bytes, and the result is opened where it is installed."""
+    _at_nice(nice)
     c0 = time.process_time()
     out = pickle.dumps(build_and_decide(profile, obj, pods), pickle.HIGHEST_PROTOCOL)
     return out, time.process_time() - c0
@@ -95,6 +116,8 @@ class ProcessBuilder:
         self.profile = profile
         self.timeout = timeout
         self.workers = max(1, workers)
+        #: the workers' niceness for the next jobs (see :meth:`settled`)
+        self.nice = 0
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -120,17 +143,23 @@ class ProcessBuilder:
             pool.submit(build_and_decide, self.profile, None, [])
         return first
 
+    def settled(self) -> None:
+        """The initial list is in: from now on the workers run at niceness
+        :data:`WORKER_NICE` (an update's build is background work; the serving process,
+        answering requests, gets the CPU first where they compete for it)."""
+        self.nice = WORKER_NICE
+
     def run(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """``fn(*args)`` in a worker (``fn`` and ``args`` picklable, ``fn`` a module-level
         function); the future raises :class:`BrokenProcessPool` if the worker died meanwhile
         (the next call starts a new one)."""
         pool = self._executor()
         try:
-            fut = pool.submit(fn, *args)
+            fut = pool.submit(_call, self.nice, fn, *args)
         except (BrokenProcessPool, RuntimeError):
             self._restart(pool)
             pool = self._executor()
-            fut = pool.submit(fn, *args)
+            fut = pool.submit(_call, self.nice, fn, *args)
 
         def died(f: Future[Any]) -> None:
             if not f.cancelled() and isinstance(f.exception(), BrokenProcessPool):
@@ -143,7 +172,7 @@ class ProcessBuilder:
                  ) -> tuple[Built, dict[int, Decision], list[float]]:
         pool = self._executor()
         try:
-            out, cpu = pool.submit(_timed, self.profile, obj, list(pods)).result(self.timeout)
+            out, cpu = pool.submit(_timed, self.profile, obj, list(pods), self.nice).result(self.timeout)
         except (BrokenProcessPool, TimeoutError) as e:
             self._restart(pool)
             why = "timed out" if isinstance(e, TimeoutError) else "worker process died"
@@ -174,11 +203,11 @@ class ProcessBuilder:
             out.set_result(res)
 
         try:
-            inner = pool.submit(_timed_pickled, self.profile, obj, list(pods))
+            inner = pool.submit(_timed_pickled, self.profile, obj, list(pods), self.nice)
         except (BrokenProcessPool, RuntimeError):
             self._restart(pool)
             pool = self._executor()
-            inner = pool.submit(_timed_pickled, self.profile, obj, list(pods))
+            inner = pool.submit(_timed_pickled, self.profile, obj, list(pods), self.nice)
         inner.add_done_callback(done)
         return out
 

@@ -270,6 +270,9 @@ class ExtenderCore:
         self._compact_keys()
         if self.freeze is not None:
             self.freeze.settled()
+        settled = getattr(self.builder, "settled", None)  # a worker pool's priority
+        if settled is not None:
+            settled()
 
     def _count_numa(self, old: NodeEntry | None, new: NodeEntry | None) -> None:
         if old is not None:

@@ -30,6 +30,7 @@ import os
 import pickle
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 SUFFIXES = (".yaml", ".yml", ".json")
 #: files read per job handed to a worker process
 READ_BATCH = 64
+#: a file read less than this long after its mtime is read again at its next check, even
+#: with an unchanged key (see :class:`_Known`); 2 s covers the coarsest common file times
+RACY_NS = 2_000_000_000
 
 #: runs ``fn(*args)`` elsewhere (a worker process) and returns its future
 Reader = Callable[..., "Future[Any]"]
@@ -105,6 +109,8 @@ class FileRead:
     digests: dict[str, str] = field(default_factory=dict)
     error: str = ""
     notes: list[str] = field(default_factory=list)
+    #: read within :data:`RACY_NS` of its mtime (see :class:`_Known`)
+    racy: bool = False
 
 
 def _digest(obj: Any) -> str:
@@ -134,13 +140,13 @@ def read_file(directory: str, name: str) -> FileRead:
             data = fh.read(MAX_FILE_BYTES + 1)
         except OSError as e:
             return FileRead(name, key, error=e.strerror or str(e))
-    out = FileRead(name, key)
+    out = FileRead(name, key, racy=time.time_ns() - st.st_mtime_ns < RACY_NS)
     try:
         if len(data) > MAX_FILE_BYTES:
             raise InputError(f"larger than {MAX_FILE_BYTES} bytes", path)
         objs = parse_nrt_text(decode_text(data, path), path, json_text=name.endswith(".json"))
     except InputError as e:
-        out.error = e.message
+        out.error = e.problem if e.field == path else e.message
         return out
     for i, o in enumerate(objs):
         obj_name = name_of(o)
@@ -160,8 +166,14 @@ def read_files(directory: str, names: list[str]) -> bytes:
 
 @dataclass
 class _Known:
+    """A file as last read: its key and its objects' digests. ``racy``: it was read within
+    :data:`RACY_NS` of its mtime, so a rewrite in the same clock tick (file times are taken
+    from a coarse clock) could leave the same key on other content: its next check reads it
+    even with the key unchanged (as git treats "racily clean" index entries)."""
+
     key: Key
     digests: dict[str, str]
+    racy: bool = False
 
 
 class DirSource:
@@ -175,6 +187,9 @@ class DirSource:
         self.log = log
         self.reader = reader
         self._files: dict[str, _Known] = {}
+        #: object name -> the files holding it; the digest last given to the core
+        self._owners: dict[str, set[str]] = {}
+        self._applied: dict[str, str] = {}
         #: files (re)parsed so far, and files whose key was checked: the cost of keeping up
         self.files_read = 0
         self.files_checked = 0
@@ -236,23 +251,28 @@ class DirSource:
     # ------------------------------------------------------------------ whole directory
 
     def scan(self) -> dict[str, Any]:
-        """Every object of the directory now (name -> object), every file read (the initial
-        list; a file that cannot be read contributes its last good objects' names only if
-        it had been read before, which a first scan has not)."""
+        """Every object of the directory now (name -> object), every file read: the initial
+        list, which the caller gives the core (:meth:`ExtenderCore.set_nodes`). A file that
+        cannot be read contributes its last good objects only if it was read before."""
         reads = self._read(self.names())
-        files: dict[str, _Known] = {}
+        previous = self._files
+        self._files, self._owners, self._applied = {}, {}, {}
         out: dict[str, Any] = {}
         for r in reads:
             self._log(r)
             if r.key is None:
                 continue
+            old = previous.get(r.name)
             if r.error:
-                old = self._files.get(r.name)
-                files[r.name] = _Known(r.key, old.digests if old is not None else {})
-                continue
-            files[r.name] = _Known(r.key, dict(r.digests))
-            out.update(r.objects)
-        self._files = files
+                digests = old.digests if old is not None else {}
+                self._files[r.name] = _Known(r.key, digests)
+            else:
+                digests = dict(r.digests)
+                self._files[r.name] = _Known(r.key, digests, r.racy)
+                out.update(r.objects)
+            for obj_name, digest in digests.items():
+                self._owners.setdefault(obj_name, set()).add(r.name)
+                self._applied[obj_name] = digest
         return out
 
     def poll(self, core: ExtenderCore) -> int:
@@ -280,9 +300,10 @@ class DirSource:
         """Check the files ``names`` (an event named them), read those whose key changed and
         apply to ``core`` the objects whose digest changed and the removals; returns how many
         nodes changed. Updates are queued (:meth:`ExtenderCore.update_node_async`) and
-        published as they are built."""
+        published as they are built. The work is that of the files named, whatever the size
+        of the directory."""
         to_read: list[str] = []
-        gone: list[str] = []
+        orphans: set[str] = set()  # objects that lost a file holding them
         for name in sorted(set(names)):
             if not is_nrt_file(name):
                 continue
@@ -290,35 +311,45 @@ class DirSource:
             old = self._files.get(name)
             if key is None:
                 if old is not None:
-                    gone.append(name)
-            elif old is None or old.key != key:
+                    orphans.update(self._forget(name, self._files.pop(name).digests))
+            elif old is None or old.key != key or old.racy:
                 to_read.append(name)
-        touched: dict[str, Any] = {}
-        dropped: set[str] = set()
-        for name in gone:
-            dropped.update(self._files.pop(name).digests)
+        touched: dict[str, tuple[str, Any]] = {}
         for r in self._read(to_read):
             self._log(r)
-            old = self._files.get(r.name)
+            old = self._files.pop(r.name, None)
+            before = old.digests if old is not None else {}
             if r.key is None:  # gone between the stat and the read
-                if old is not None:
-                    dropped.update(self._files.pop(r.name).digests)
+                orphans.update(self._forget(r.name, before))
                 continue
             if r.error:  # keeps its last good objects; read again when it changes
-                self._files[r.name] = _Known(r.key, old.digests if old is not None else {})
+                self._files[r.name] = _Known(r.key, before)
                 continue
-            before = old.digests if old is not None else {}
-            dropped.update(n for n in before if n not in r.digests)
+            orphans.update(self._forget(r.name, [n for n in before if n not in r.digests]))
             for obj_name, digest in r.digests.items():
-                if before.get(obj_name) != digest or not digest:
-                    touched[obj_name] = r.objects[obj_name]
-            self._files[r.name] = _Known(r.key, dict(r.digests))
-        still = {n for f in self._files.values() for n in f.digests}
-        removed = sorted(dropped - still)
+                self._owners.setdefault(obj_name, set()).add(r.name)
+                if self._applied.get(obj_name) != digest or not digest:
+                    touched[obj_name] = (digest, r.objects[obj_name])
+            self._files[r.name] = _Known(r.key, dict(r.digests), r.racy)
+        removed = sorted(n for n in orphans if n not in self._owners)
         for obj_name in removed:
+            self._applied.pop(obj_name, None)
             core.remove_node(obj_name)
             core.metrics.node_updates.labels("deleted").inc()
-        for obj_name, obj in touched.items():
+        for obj_name, (digest, obj) in touched.items():
+            self._applied[obj_name] = digest
             core.update_node_async(obj_name, obj)
             core.metrics.node_updates.labels("modified").inc()
         return len(touched) + len(removed)
+
+    def _forget(self, file: str, objects: Iterable[str]) -> list[str]:
+        """``file`` no longer holds ``objects``; returns those no file holds any more."""
+        out = []
+        for obj_name in objects:
+            owners = self._owners.get(obj_name)
+            if owners is not None:
+                owners.discard(file)
+                if not owners:
+                    del self._owners[obj_name]
+                    out.append(obj_name)
+        return out
