@@ -213,6 +213,21 @@ def _cpu() -> float:
     return t.user + t.system
 
 
+def workers_cpu(running: Any) -> float:
+    """CPU seconds of the builder's worker processes so far (``/proc``: reads, parses and
+    builds alike; the pool's own process list)."""
+    pool = getattr(running.builder, "_pool", None)
+    total = 0.0
+    for pid in list((getattr(pool, "_processes", None) or {}).keys()):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def bench_source(source: str, objs: dict[str, Any], work: Path) -> dict[str, Any]:
     names = sorted(objs)
     ctx = multiprocessing.get_context("spawn")
@@ -248,7 +263,7 @@ def bench_source(source: str, objs: dict[str, Any], work: Path) -> dict[str, Any
     if not core.ready.wait(600):
         raise RuntimeError(f"{source}: not ready after 600 s")
     startup = {"wall_s": time.perf_counter() - w0, "cpu_s": _cpu() - c0,
-               "builder_cpu_s": running.builder_cpu(), "load": load0}
+               "builder_cpu_s": workers_cpu(running), "load": load0}
     print(f"  {source}: ready after {startup['wall_s']:.1f} s wall, {startup['cpu_s']:.1f} s CPU "
           f"in the server process + {startup['builder_cpu_s']:.1f} s in its worker processes "
           f"(load average {load0:.1f} before)")

@@ -106,6 +106,16 @@ def _timed_pickled(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice
     return out, time.process_time() - c0
 
 
+def _timed_many(profile: str, items: Sequence[tuple[Any, Sequence[tuple[int, Pod]]]],
+                nice: int = 0) -> tuple[bytes, float]:
+    """:func:`build_and_decide` of each item, the list pickled here, and the CPU seconds."""
+    _at_nice(nice)
+    c0 = time.process_time()
+    out = pickle.dumps([build_and_decide(profile, obj, pods) for obj, pods in items],
+                       pickle.HIGHEST_PROTOCOL)
+    return out, time.process_time() - c0
+
+
 class ProcessBuilder:
     """Runs :func:`build_and_decide` in ``workers`` worker processes (``spawn``), started on
     first use."""
@@ -208,6 +218,39 @@ class ProcessBuilder:
             self._restart(pool)
             pool = self._executor()
             inner = pool.submit(_timed_pickled, self.profile, obj, list(pods), self.nice)
+        inner.add_done_callback(done)
+        return out
+
+    def submit_many(self, items: Sequence[tuple[Any, Sequence[tuple[int, Pod]]]],
+                    ) -> Future[list[tuple[Built, dict[int, Decision], list[float]]]]:
+        """Queue the builds of several updates as one job (the initial list: a job per node
+        would cost the serving process more than unpickling its engine); the future's list
+        holds what :meth:`__call__` returns for each, opened on the thread that takes it.
+        When the worker dies, every item is a refused node."""
+        out: Future[list[tuple[Built, dict[int, Decision], list[float]]]] = Future()
+        args = (self.profile, [(obj, list(pods)) for obj, pods in items], self.nice)
+        pool = self._executor()
+        try:
+            inner = pool.submit(_timed_many, *args)
+        except (BrokenProcessPool, RuntimeError):
+            self._restart(pool)
+            pool = self._executor()
+            inner = pool.submit(_timed_many, *args)
+
+        def done(f: Future[Any]) -> None:
+            try:
+                data, cpu = f.result()
+                got: list[tuple[Built, dict[int, Decision], list[float]]] = pickle.loads(data)
+            except Exception:  # the worker died, or the pool was shut down
+                self._restart(pool)
+                dead = Built("", None, None, "unusable NodeResourceTopology: engine build "
+                                             "worker process died")
+                out.set_result([(dead, {}, []) for _ in items])
+                return
+            self.builds += len(got)
+            self.cpu_seconds += cpu
+            out.set_result(got)
+
         inner.add_done_callback(done)
         return out
 

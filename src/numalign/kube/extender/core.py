@@ -59,6 +59,8 @@ MAX_SHAPES = 16_384
 REWARM_SHAPES = 16
 #: node updates queued to a builder process at once (update_node_async waits beyond)
 MAX_QUEUED_UPDATES = 8
+#: nodes built per worker job for the initial list
+BUILD_BATCH = 32
 #: decisions shared between nodes of equal NRT content, (content, shape) -> decision (LRU)
 MAX_SHARED = 65_536
 #: pod shapes with a flat decision table (node name -> verdict; least recently used dropped)
@@ -256,12 +258,27 @@ class ExtenderCore:
     def set_nodes(self, objects: Mapping[str, Any]) -> None:
         """Replace the node set with these NRT objects (name -> object); unchanged objects
         keep their engines and assumptions, so the cost is that of the changed ones. With a
-        builder that queues (:meth:`update_node_async`), they are built in parallel; this
-        returns when all are published."""
+        builder that queues (:meth:`update_node_async`), they are built in parallel - the
+        initial list in jobs of :data:`BUILD_BATCH` nodes, published on this thread (no
+        request is answered before it is in); this returns when all are published."""
         for name in [n for n in list(self.nodes) + list(self.broken) if n not in objects]:
             self.remove_node(name)
-        for fut in [self.update_node_async(name, obj) for name, obj in objects.items()]:
-            fut.result()
+        many = getattr(self.builder, "submit_many", None)
+        if many is not None and not self.ready.is_set():  # the initial list: in batches
+            jobs: list[tuple[list[tuple[str, _Pending, int]], Future[Any]]] = []
+            todo = [(name, obj, self._prepare(name, obj)) for name, obj in objects.items()]
+            work = [(name, obj, prep) for name, obj, prep in todo if not isinstance(prep, bool)]
+            for i in range(0, len(work), BUILD_BATCH):
+                part = work[i:i + BUILD_BATCH]
+                jobs.append(([(n, prep, self._bump(n)) for n, _, prep in part],
+                             many([(obj, prep.pods) for _, obj, prep in part])))
+            for items, job in jobs:
+                for (name, prep, seq), (built, warm, took) in zip(items, job.result(),
+                                                                   strict=True):
+                    self._finish(name, prep, built, warm, took, seq)
+        else:
+            for fut in [self.update_node_async(name, obj) for name, obj in objects.items()]:
+                fut.result()
         self.mark_ready()
 
     def mark_ready(self) -> None:

@@ -226,9 +226,10 @@ class DirSource:
         for batch, job in jobs:
             try:
                 out.extend(pickle.loads(job.result()))
-            except Exception as e:  # the worker died (a hostile file?) or was stopped
-                why = f"reader worker failed: {type(e).__name__}"
-                out.extend(FileRead(n, self._stat(n) or (0, 0, 0, 0), error=why) for n in batch)
+            except Exception as e:  # the worker died or the pool is stopping: read them here
+                print(f"numalign extender: reading {len(batch)} files in a worker process "
+                      f"failed ({type(e).__name__}); reading them in this one", file=self.log)
+                out.extend(read_file(directory, n) for n in batch)
         return out
 
     def _stat(self, name: str) -> Key | None:
