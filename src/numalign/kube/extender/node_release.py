@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from numalign.errors import InputError
 from numalign.machine.kubelet_version import MAX_VERSION_CHARS, parse_kubelet_version
 from numalign.machine.model import Machine
+from numalign.modes.kubelet.releases import release_of
 from numalign.resources.devices import machine_index
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ def entry_under(entry: NodeEntry, text: str | None) -> NodeEntry | str:
             return f"{FIELD}: must be a string such as \"v1.33.4\", got {text[1:-1]}"
         try:
             version = parse_kubelet_version(text, FIELD)
+            release_of(version)  # older than every modelled release: said so
         except InputError as e:
             return e.message
         if entry.node.rules.decides_as(version):
