@@ -30,7 +30,7 @@ from numalign.errors import InputError
 from numalign.machine.kubelet_version import MAX_VERSION_CHARS, parse_kubelet_version
 from numalign.machine.model import Machine
 from numalign.modes.kubelet.releases import release_of
-from numalign.resources.devices import machine_index
+from numalign.resources.device_index import share_index
 
 if TYPE_CHECKING:
     from numalign.kube.extender.core import NodeEntry
@@ -93,7 +93,7 @@ def entry_under(entry: NodeEntry, text: str | None) -> NodeEntry | str:
     wanted = machine
     if version is not None:
         wanted = replace(machine, kubelet=replace(machine.kubelet, kubelet_version=version))
-        machine_index(wanted)  # made here, not at the node's first decision
+        share_index(machine, wanted)  # the same devices: not made again
     try:
         node = entry.node.with_machine(wanted)
     except InputError as e:
