@@ -205,6 +205,9 @@ def _cmd_discover(args: argparse.Namespace) -> int:
                      device_rules=args.device_rules)
     for w in found.warnings:
         print(f"numalign discover: warning: {w}", file=sys.stderr)
+    if args.verbose:
+        for note in found.notes:
+            print(f"numalign discover: {note}", file=sys.stderr)
     sys.stdout.write(render_discovery(found, _output(args)))
     return 0
 
@@ -353,6 +356,9 @@ def build_parser(command: str | None = None, *, documented: bool = True) -> argp
                        help="machine spec as yaml or json, a numactl -H style table, or an NRT object "
                             "(default: table on a terminal, json otherwise)")
         p.add_argument("--device-rules", metavar="FILE", help="YAML rules naming PCI devices as resources")
+        p.add_argument("-v", "--verbose", action="store_true",
+                       help="say on stderr what discovery found besides warnings (on the live host: "
+                            "the kubelet version `kubelet --version` printed, or why none)")
         p.set_defaults(handler=_cmd_discover)
 
     if wanted("schema"):

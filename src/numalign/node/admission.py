@@ -21,6 +21,7 @@ Provider order is the kubelet's: device manager, CPU manager, memory manager.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -126,6 +127,20 @@ class Node:
     def mode(self) -> Mode:
         """The engine mode this node decides by (its label, or a scheduler profile's)."""
         return self.rules.mode
+
+    def with_machine(self, machine: Machine) -> Node:
+        """This node - its state, reserved CPUs and node-level figures - over ``machine``, which
+        differs from :attr:`machine` in its kubelet section only (another kubelet release: the
+        extender's Node objects). The rules are resolved anew, in this node's engine mode; a
+        kubelet that would not start with it raises :class:`InputError`."""
+        twin = copy.copy(self)
+        twin.machine = machine
+        twin.rules = resolve_rules(machine, self.rules.mode)
+        twin._policies = {}
+        twin._policy(twin.node_policy)
+        twin.plan_cache = None  # its admissions were made under the other rules
+        twin.notes = []
+        return twin
 
     def use_mode(self, mode: Mode | None) -> None:
         """Decide by ``mode``'s rules from now on (a scheduler profile that decides every

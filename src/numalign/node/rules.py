@@ -28,6 +28,8 @@ from numalign.engine.policies import (
     parse_scope,
 )
 from numalign.engine.scopes import Merge
+from numalign.errors import InputError
+from numalign.machine.kubelet_version import KubeletVersion
 from numalign.machine.model import Machine
 from numalign.modes.family import FamilyNode, ManagerStates, NodePolicy
 from numalign.modes.kubelet.release_explain import release_notes
@@ -85,6 +87,14 @@ class NodeRules:
     def release(self) -> ResolvedRelease:
         """The kubelet release this node decides by, and how numalign knows it."""
         return self.node.release
+
+    def decides_as(self, version: KubeletVersion | None) -> bool:
+        """Whether a node given ``version`` (None: none) instead of its own would decide by
+        the same release row as these rules (an unmodelled version: False)."""
+        try:
+            return release_of(version).release is self.node.release.release
+        except InputError:
+            return False
 
     def release_notes(self, machine: Machine, pod: Pod) -> list[str]:
         """``--explain``: the node's kubelet release, and the NUMA masks its hint providers
