@@ -33,8 +33,10 @@ scorer, DeviceShare's 500): ``mergeFilteredHints`` lets a later mask of the best
 replace it when it is a smaller integer or scores higher; :func:`score_tie_break` replays that
 fold among the preferred masks of the best width (``merge(score=...)``).
 
-Where numalign deliberately differs (documented in docs/schedulers.md): among non-preferred
-masks the kubelet's ranking is kept (no score tie-break).
+Where numalign differs (documented in docs/schedulers.md): among non-preferred masks the
+kubelet's ranking is kept (``bestNonPreferredAffinityCount``, no score tie-break), where
+Koordinator's fold keeps the narrowest mask; the ``Unsatisfied`` flag and the reasons are
+Koordinator's for the mask chosen.
 """
 
 from __future__ import annotations
