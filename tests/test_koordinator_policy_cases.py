@@ -46,7 +46,14 @@ from hypothesis import strategies as st
 
 from numalign.cli.merge_case import parse_case, run_case
 from numalign.engine.bitmask import go_string, ids_of, mask_of
-from numalign.engine.hints import GeneratedHints, HintList, ProviderHints, TopologyHint, flatten
+from numalign.engine.hints import (
+    Demand,
+    GeneratedHints,
+    HintList,
+    ProviderHints,
+    TopologyHint,
+    flatten,
+)
 from numalign.engine.policies import Policy, TopologyPolicy, _single_numa_only
 from numalign.machine.spec import load_machine
 from numalign.modes.koordinator.numa import NumaNodeStatus, exclusive_ok
@@ -324,11 +331,13 @@ def test_first_reaching_unsatisfied_is_koordinators_flag(data: st.DataObject) ->
 
 @st.composite
 def _generated(draw: st.DrawFn, nodes: tuple[int, ...]) -> GeneratedHints:
-    """A monotone family: at least k of the nodes in S (preferred: the fewest nodes)."""
+    """A monotone family inside a universe: at least k of the nodes in S (preferred: k nodes),
+    plus a few extra masks outside the universe."""
+    universe = draw(st.integers(1, mask_of(nodes)))
     s = draw(st.integers(1, mask_of(nodes)))
     k = draw(st.integers(1, s.bit_count()))
-    gen = GeneratedHints(nodes, mask_of(nodes), lambda m: (m & s).bit_count() >= k, k)
-    return gen
+    extra = draw(st.frozensets(st.integers(1, mask_of(nodes)).filter(lambda m: m & ~universe != 0), max_size=2))
+    return GeneratedHints(nodes, universe, lambda m: (m & s).bit_count() >= k, k, extra)
 
 
 @settings(max_examples=200, deadline=None)
@@ -345,6 +354,25 @@ def test_generated_lists_read_as_their_listing(data: st.DataObject) -> None:
         return
     mask = data.draw(st.sampled_from(sorted(reached)))
     assert first_reaching_unsatisfied(lists, mask, default) is first_reaching_unsatisfied(listed, mask, default)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_demand_families_summarise_as_their_listing(data: st.DataObject) -> None:
+    """A family carrying its rule as data (the managers' Demand, listed once per identical
+    node) prints the summary of the list it stands for, extra masks inside the universe too."""
+    nodes = data.draw(_NODES)
+    full = mask_of(nodes)
+    amounts = {n: [data.draw(st.integers(0, 4))] for n in nodes}
+    need = data.draw(st.integers(0, 8))
+    touch = data.draw(st.lists(st.integers(1, full), max_size=2))
+    lonely = data.draw(st.integers(0, full))
+    demand = Demand.per_node(amounts, [need], touch, lonely)
+    universe = data.draw(st.integers(1, full))
+    extra = data.draw(st.frozensets(st.integers(1, full), max_size=3))
+    k = data.draw(st.integers(1, len(nodes)))
+    gen = GeneratedHints(nodes, universe, demand.feasible, k, extra, demand=demand)
+    assert resource_summary("r", gen) == resource_summary("r", gen.materialize())
 
 
 def _and(default: int, permutation: Sequence[TopologyHint]) -> int:

@@ -12,6 +12,7 @@ equal counts the numerically smaller integer is narrower (so {1,2} = 0b110 is na
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from itertools import combinations
 
 from numalign.errors import InputError
@@ -108,6 +109,7 @@ def format_mask(mask: int | None) -> str:
     return "{" + ",".join(str(i) for i in ids_of(mask)) + "}"
 
 
+@lru_cache(maxsize=1 << 12)
 def go_string(mask: int) -> str:
     """The upstream bitmask's ``String()`` (the kubelet's ``topologymanager/bitmask`` and
     Koordinator's ``pkg/util/bitmask``, the same code): binary, zero-padded to the first even

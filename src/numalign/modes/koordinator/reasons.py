@@ -30,10 +30,11 @@ expectations do not depend on that order).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
 
 from numalign.engine.bitmask import go_string, iterate_masks
-from numalign.engine.hints import GeneratedHints, HintList, ProviderHints, ResourceHints
+from numalign.engine.hints import Demand, GeneratedHints, HintList, ProviderHints, ResourceHints
 from numalign.engine.merge_budget import Budget
 
 #: manager.go ErrUnsatisfiedNUMAResource
@@ -81,16 +82,17 @@ def _affinities(answer: HintList) -> tuple[list[str], list[str]]:
     preferred: list[str] = []
     possible: list[str] = []
     if isinstance(answer, GeneratedHints):
-        for visits, m in enumerate(iterate_masks(answer.nodes)):
-            if visits >= SUMMARY_VISIT_LIMIT or len(possible) >= SUMMARY_HINT_LIMIT:
+        masks = (_demand_masks(answer.nodes, answer.universe, answer.demand, answer.extra)
+                 if answer.demand is not None else tuple(_generated_masks(answer)))
+        for m in masks:
+            if m < 0:
                 possible.append(TRUNCATED)
                 preferred.append(TRUNCATED)
                 break
-            if answer.contains(m):
-                text = go_string(m)
-                if answer.preferred(m):
-                    preferred.append(text)
-                possible.append(text)
+            text = go_string(m)
+            if answer.preferred(m):
+                preferred.append(text)
+            possible.append(text)
         return preferred, possible
     for h in answer[:SUMMARY_HINT_LIMIT]:
         text = "<nil>" if h.affinity is None else go_string(h.affinity)
@@ -101,6 +103,42 @@ def _affinities(answer: HintList) -> tuple[list[str], list[str]]:
         possible.append(TRUNCATED)
         preferred.append(TRUNCATED)
     return preferred, possible
+
+
+@lru_cache(maxsize=256)
+def _demand_masks(nodes: tuple[int, ...], universe: int, demand: Demand, extra: frozenset[int]) -> tuple[int, ...]:
+    """The masks of a family whose rule is ``demand`` (which decides ``feasible`` inside the
+    universe): kept, since identical nodes give a pod identical families."""
+    return tuple(_generated_masks(GeneratedHints(nodes, universe, demand.feasible, 0, extra, demand=demand)))
+
+
+def _generated_masks(gen: GeneratedHints) -> Iterator[int]:
+    """``gen.masks()`` (IterateBitMasks order), then ``-1`` if cut at a summary limit.
+
+    Inside the universe the family is monotone, so a mask one of whose one-smaller subsets is
+    feasible is feasible without asking ``feasible`` (masks come by size: the subsets were
+    decided first); only the others are asked."""
+    universe = gen.universe
+    feasible: set[int] = set()
+    listed = 0
+    for visits, m in enumerate(iterate_masks(gen.nodes)):
+        if visits >= SUMMARY_VISIT_LIMIT or listed >= SUMMARY_HINT_LIMIT:
+            yield -1
+            return
+        if m & ~universe == 0:
+            rest, ok = m, False
+            while rest and not ok:
+                low = rest & -rest
+                rest ^= low
+                ok = (m ^ low) in feasible
+            if ok or gen.feasible(m):
+                feasible.add(m)
+                listed += 1
+                yield m
+                continue
+        if m in gen.extra:
+            listed += 1
+            yield m
 
 
 def resource_summary(name: str, answer: HintList) -> str:
