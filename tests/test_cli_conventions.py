@@ -1,5 +1,5 @@
 """CLI conventions: --version, ``python -m numalign``, help with examples and flag help for
-every sub-command (and the examples run), admit's machine sources and stdin, release's
+every sub-command (the examples run in test_cli_examples.py), admit's machine sources and stdin, release's
 namespace default and output, the default output rule, the explain and discover tables, and
 the JSON Schemas of the input formats (every example validates; parsers and schemas agree)."""
 
@@ -9,7 +9,6 @@ import argparse
 import io
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -92,36 +91,6 @@ def test_help_has_description_examples_and_flag_help(path: str, parser: argparse
         if isinstance(action, argparse._SubParsersAction):
             continue
         assert action.help, f"{path}: {action.option_strings or action.dest} has no help"
-
-
-def _example_lines() -> list[str]:
-    return [e for path, (_, examples) in cli_help.COMMANDS.items() for e in examples
-            if path.split()[0] not in cli_help.LONG_RUNNING]
-
-
-@pytest.mark.parametrize("line", _example_lines())
-def test_documented_example_runs(line: str, capsys: pytest.CaptureFixture[str],
-                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    if "../shared/" in line and not SHARED.is_dir():
-        pytest.skip(f"{SHARED} not found")
-    argv = shlex.split(line.replace(SCRATCH, str(tmp_path)))[1:]
-    if "<" in argv:  # shell redirection of stdin
-        i = argv.index("<")
-        monkeypatch.setattr(sys, "stdin", io.StringIO((REPO / argv[i + 1]).read_text()))
-        argv = argv[:i] + argv[i + 2:]
-    monkeypatch.chdir(REPO)
-    if argv[0] in ("release", "state"):  # these need the node state of the admit example
-        main(["admit", "-m", "examples/dual-socket-ht.yaml", "--state-dir", str(tmp_path / "node"),
-              "examples/pods/dual-socket-list.yaml"])
-    if argv[0] == "ps":
-        (tmp_path / "runs").mkdir(mode=0o700)
-    try:
-        code = main(argv)
-    except SystemExit as e:  # argparse
-        code = e.code if isinstance(e.code, int) else 2
-    _, err = capsys.readouterr()
-    assert code in (0, 1), err
-    assert "Traceback" not in err
 
 
 # ----------------------------------------------------------------------------- admit

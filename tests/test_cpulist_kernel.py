@@ -133,10 +133,10 @@ CAPPED = ["99999999999", "0-99999999999", "65536", "0-65536", "7-999999999999999
 )
 def test_cap(text: str, parse: object) -> None:
     """Never a multi-GB set: an id above MAX_ID is an error naming the field, at once."""
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: the test machine is shared
     with pytest.raises(InputError) as e:
         parse(text, "kubelet.reservedSystemCPUs")  # type: ignore[operator]
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert e.value.field == "kubelet.reservedSystemCPUs"
     n = int(text.split(":")[0].split("-")[-1])
     assert f"id {n} exceeds the maximum {MAX_ID}" in e.value.problem

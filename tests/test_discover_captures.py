@@ -1,6 +1,6 @@
 """Discovery from the real sysfs captures of ../shared/topologies/hwloc/linux.
 
-Every capture is read (extracted once per session) and compared with the expected output
+Every capture is read (once per session) and compared with the expected output
 hwloc's test suite stores next to it, parsed here independently of numalign's readers:
 
 * ``.console`` (``lstopo --of console -v``): NUMA node ids, each node's memory (``local=``,
@@ -25,10 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from numalign.machine.capture_archive import extract_capture
 from numalign.machine.hwloc import load_hwloc_xml
 from numalign.machine.model import Machine
-from numalign.machine.sysfs import Discovery, load_sysfs, read_sysfs
+from numalign.machine.sysfs import Discovery, load_sysfs
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 LINUX = SHARED / "topologies" / "hwloc" / "linux"
@@ -61,22 +60,15 @@ needs_shared = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="session")
-def roots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every capture extracted once (to a session temp dir), by name."""
-    base = tmp_path_factory.mktemp("captures")
-    out = {}
-    for name in CAPTURES:
-        out[name] = extract_capture(LINUX / f"{name}.tar.bz2", base / name)
-    return out
-
-
 _cache: dict[str, Discovery] = {}
 
 
-def discovered(roots: dict[str, Path], name: str) -> Discovery:
+def discovered(name: str) -> Discovery:
+    """A capture as ``numalign discover --sysfs-root X.tar.bz2`` reads it: in memory, which
+    discovers exactly what unpacking it to disk does (test_startup_capture_tree.py compares
+    the two on every capture); once per session."""
     if name not in _cache:
-        _cache[name] = read_sysfs(roots[name], name=name)
+        _cache[name] = load_sysfs(LINUX / f"{name}.tar.bz2", name=name)
     return _cache[name]
 
 
@@ -264,8 +256,8 @@ def check_against_console(machine: Machine, pci: Discovery | None, text: str, hi
 
 @needs_shared
 @pytest.mark.parametrize(("capture", "target"), TESTS, ids=[t for _, t in TESTS])
-def test_capture_matches_expected(roots: dict[str, Path], capture: str, target: str) -> None:
-    d = discovered(roots, capture)
+def test_capture_matches_expected(capture: str, target: str) -> None:
+    d = discovered(capture)
     m = d.machine
     assert m.numa_nodes and m.online_cpus
     if target.endswith(".console"):
@@ -299,9 +291,9 @@ def test_capture_list_is_complete() -> None:
 
 
 @needs_shared
-def test_quirk_warnings(roots: dict[str, Path]) -> None:
+def test_quirk_warnings() -> None:
     def warns(name: str) -> str:
-        return "\n".join(discovered(roots, name).warnings)
+        return "\n".join(discovered(name).warnings)
 
     assert "NUMA node 0 is offline" in warns("offline-cpu0-node0")
     assert "1,3,21,23 are offline" in warns("offline-cpu0-node0")
@@ -314,27 +306,27 @@ def test_quirk_warnings(roots: dict[str, Path]) -> None:
 
 
 @needs_shared
-def test_shapes_from_index(roots: dict[str, Path]) -> None:
-    m = discovered(roots, "256ia64-64n2s2c").machine
+def test_shapes_from_index() -> None:
+    m = discovered("256ia64-64n2s2c").machine
     assert m.node_ids == tuple(range(64))
     assert all(len(v) == 4 for v in m.cpus_by_numa.values()) and len(m.cpus) == 256
-    m = discovered(roots, "nvidiagpunumanodes").machine
+    m = discovered("nvidiagpunumanodes").machine
     assert m.node_ids == (0, 8, 250, 251, 252, 253, 254, 255)
     assert [len(m.cpus_by_numa[i]) for i in (0, 8)] == [16, 16]
-    m = discovered(roots, "fakeheteromemtiers").machine
+    m = discovered("fakeheteromemtiers").machine
     assert sorted(i for i, c in m.cpus_by_numa.items() if not c) == [4, 6, 8, 9]
-    m = discovered(roots, "memorysidecaches").machine
+    m = discovered("memorysidecaches").machine
     assert m.node_by_id[0].distances == {0: 10, 1: 21, 2: 11, 3: 21}
-    m = discovered(roots, "fakecpuid1f-64intel64-2p4d2n2c2t").machine
+    m = discovered("fakecpuid1f-64intel64-2p4d2n2c2t").machine
     assert len(m.node_ids) == 16 and {c.die for c in m.cpus} == {0, 1}
-    m = discovered(roots, "32intel64-2p8co2t+8ve").machine
+    m = discovered("32intel64-2p8co2t+8ve").machine
     assert m.node_by_id[0].hugepages == {2 << 20: 4 << 30, 1 << 30: 0}
     assert m.cpus_per_core == 2 and m.cpu_by_id[16].core == 0
 
 
 @needs_shared
-def test_accelerators_all_on_node0(roots: dict[str, Path]) -> None:
-    d = discovered(roots, "32intel64-2p8co2t+8ve")
+def test_accelerators_all_on_node0() -> None:
+    d = discovered("32intel64-2p8co2t+8ve")
     ve = d.machine.devices_of("nec.com/ve")
     assert len(ve) == 8 and all(v.numa == (0,) for v in ve)
     assert {v.pcie_root for v in ve} == {"0000:17:00.0", "0000:3a:00.0"}
@@ -353,7 +345,7 @@ def test_tarball_loads_directly() -> None:
 
 
 @needs_shared
-def test_64_numa_machine_admits_quickly(roots: dict[str, Path]) -> None:
+def test_64_numa_machine_admits_quickly() -> None:
     """The 64-node capture as a machine the node side admits a 4-CPU Guaranteed pod on."""
     import dataclasses
     import time
@@ -363,7 +355,7 @@ def test_64_numa_machine_admits_quickly(roots: dict[str, Path]) -> None:
     from numalign.machine.spec import dump_machine, load_machine
     from numalign.pods import parse_pods
 
-    m = discovered(roots, "256ia64-64n2s2c").machine
+    m = discovered("256ia64-64n2s2c").machine
     m = dataclasses.replace(
         load_machine(dump_machine(m)),  # through the spec format, as `discover -o yaml` gives
         kubelet=KubeletConfig(

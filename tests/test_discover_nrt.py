@@ -27,7 +27,7 @@ from numalign.machine.nrt import (
     option_from_attribute,
 )
 from numalign.machine.numatopo import load_numatopo, numatopo_to_machine
-from test_discover_captures import CAPTURES, LINUX, discovered, roots  # noqa: F401
+from test_discover_captures import CAPTURES, LINUX, discovered
 
 XML_DIR = LINUX.parent / "xml"
 XML_FILES = sorted(XML_DIR.glob("*.xml")) if XML_DIR.is_dir() else []
@@ -69,8 +69,8 @@ def test_round_trip_xml(path: Path) -> None:
 
 @pytest.mark.skipif(not CAPTURES, reason=f"{LINUX} not found: ../shared is absent")
 @pytest.mark.parametrize("capture", CAPTURES)
-def test_round_trip_captures(roots: dict[str, Path], capture: str) -> None:  # noqa: F811
-    assert_round_trip(discovered(roots, capture).machine)
+def test_round_trip_captures(capture: str) -> None:
+    assert_round_trip(discovered(capture).machine)
 
 
 def small_machine(**kubelet: object) -> Machine:

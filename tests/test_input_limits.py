@@ -64,10 +64,10 @@ def test_alias_bomb_and_recursive_alias() -> None:
     for i in range(1, 9):
         prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
         lines.append(f"{cur}: &{cur} [" + ", ".join([f"*{prev}"] * 10) + "]")
-    start = time.monotonic()
+    start = time.process_time()
     assert "more than 1000000 values (aliases expanded)" in _err(
         yamlfiles.load_yaml_all, "\n".join(lines), "f")
-    assert time.monotonic() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert _err(yamlfiles.load_yaml_all, "a: &a [*a]", "f") == "f: recursive alias *a"
     assert yamlfiles.load_yaml_all("a: &a [1]\nb: *a", "f") == [{"a": [1], "b": [1]}]
 
@@ -149,9 +149,9 @@ def test_sysfs_hostile_values(tmp_path: Path) -> None:
     (root / "sys/devices/system/node/node1/cpulist").write_text("0-" + "9" * 60_000)
     (root / "sys/devices/system/node/node0/distance").write_bytes(b"10 21 " * 20_000)
     (root / "sys/devices/system/cpu/cpu99999999999").mkdir()
-    start = time.monotonic()
+    start = time.process_time()
     d = sysfs.load_sysfs(root)
-    assert time.monotonic() - start < 5.0
+    assert time.process_time() - start < 5.0
     assert all("\n" not in w and len(w) < 300 for w in d.warnings)
     assert any("cpu99999999999: ids above 65535 are ignored" in w for w in d.warnings)
     assert d.machine.node_ids == (0, 1)

@@ -45,6 +45,8 @@ class FakeApi(ThreadingHTTPServer):
         self.requests: list[tuple[str, str, Any]] = []
         self.bindings: list[dict[str, Any]] = []
         self.fail_writes = False
+        #: Node name -> uid served at /api/v1/nodes/<name>; ``None``: 403 (no RBAC for nodes)
+        self.nodes: dict[str, str] | None = {}
         self.rv = 0
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), FakeApiHandler)
@@ -88,6 +90,16 @@ class FakeApiHandler(BaseHTTPRequestHandler):
         if not self._auth():
             return
         path, _, query = self.path.partition("?")
+        if path.startswith("/api/v1/nodes/"):
+            name = path.removeprefix("/api/v1/nodes/")
+            if self.server.nodes is None:
+                self._status(403, "Forbidden", f'nodes "{name}" is forbidden')
+            elif name not in self.server.nodes:
+                self._status(404, "NotFound", f'nodes "{name}" not found')
+            else:
+                self._reply(200, {"apiVersion": "v1", "kind": "Node",
+                                  "metadata": {"name": name, "uid": self.server.nodes[name]}})
+            return
         if path == PREFIX:
             if "watch=true" in query or "watch=1" in query:
                 # an empty watch: the stream ends at once, the client re-lists
@@ -181,8 +193,9 @@ def api(tmp_path: Path) -> Iterator[tuple[FakeApi, str]]:
 
 
 def crd_schema() -> Any:
-    crd = yaml.safe_load((REPO / "deploy" / "crd-noderesourcetopology.yaml").read_text())
-    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    crd = yaml.safe_load((REPO / "deploy" / "crd" / "noderesourcetopology-crd.yaml").read_text())
+    (v1alpha2,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha2"]
+    return v1alpha2["schema"]["openAPIV3Schema"]
 
 
 def strip(obj: dict[str, Any]) -> dict[str, Any]:
@@ -202,14 +215,50 @@ def test_apply_creates_then_updates(api: tuple[FakeApi, str], tmp_path: Path,
     expected = Exporter(ExportSources(machine=spec, node_name="w1")).collect()
     assert strip(stored) == strip(expected)
     methods = [(m, p.partition("?")[0]) for m, p, _ in srv.requests]
-    assert methods == [("GET", f"{PREFIX}/w1"), ("POST", PREFIX)]
+    assert methods == [("GET", "/api/v1/nodes/w1"), ("GET", f"{PREFIX}/w1"), ("POST", PREFIX)]
     # second run: an update carrying the current resourceVersion
     srv.requests.clear()
     assert main(["export", "--apply", "--kubeconfig", kc, "-m", spec, "--node-name", "w1"]) == 0
     assert "updated noderesourcetopology/w1" in capsys.readouterr().err
-    assert [m for m, _, _ in srv.requests] == ["GET", "PUT"]
-    assert srv.requests[1][2]["metadata"]["resourceVersion"] == "1"
+    assert [m for m, _, _ in srv.requests] == ["GET", "GET", "PUT"]
+    assert srv.requests[2][2]["metadata"]["resourceVersion"] == "1"
     assert srv.objects["w1"]["metadata"]["resourceVersion"] == "2"
+
+
+def test_the_nrt_is_owned_by_its_node(api: tuple[FakeApi, str],
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The exporter reads the Node's uid and publishes the NRT with an ownerReference to it,
+    so the garbage collector deletes the NRT with the node; a node recreated under the same
+    name (a new uid) gets the reference renewed on the next update."""
+    srv, kc = api
+    spec = str(EXAMPLES / "fig1.yaml")
+    assert srv.nodes is not None
+    srv.nodes["w3"] = "0c6f7a52-0000-4000-8000-000000000001"
+    assert main(["export", "--apply", "--kubeconfig", kc, "-m", spec, "--node-name", "w3"]) == 0
+    owner = {"apiVersion": "v1", "kind": "Node", "name": "w3",
+             "uid": "0c6f7a52-0000-4000-8000-000000000001"}
+    assert srv.objects["w3"]["metadata"]["ownerReferences"] == [owner]
+    jsonschema.validate(srv.objects["w3"], crd_schema())
+    assert "warning" not in capsys.readouterr().err
+    srv.nodes["w3"] = "0c6f7a52-0000-4000-8000-000000000002"
+    assert main(["export", "--apply", "--kubeconfig", kc, "-m", spec, "--node-name", "w3"]) == 0
+    assert srv.objects["w3"]["metadata"]["ownerReferences"] == [
+        {**owner, "uid": "0c6f7a52-0000-4000-8000-000000000002"}]
+
+
+@pytest.mark.parametrize("nodes, why", [(None, "403 Forbidden"), ({}, "404 Not Found")])
+def test_without_the_node_the_nrt_goes_unowned_and_says_so(
+        api: tuple[FakeApi, str], capsys: pytest.CaptureFixture[str],
+        nodes: dict[str, str] | None, why: str) -> None:
+    srv, kc = api
+    srv.nodes = nodes
+    assert main(["export", "--apply", "--kubeconfig", kc, "-m", str(EXAMPLES / "fig1.yaml"),
+                 "--node-name", "w4"]) == 0
+    assert "ownerReferences" not in srv.objects["w4"]["metadata"]
+    err = capsys.readouterr().err
+    (warning,) = [line for line in err.splitlines() if "warning" in line]
+    assert warning.startswith(f"numalign export: warning: cannot read node/w4 ({why}): the "
+                              "NodeResourceTopology is published without an ownerReference")
 
 
 def test_broken_source_publishes_nothing(api: tuple[FakeApi, str], tmp_path: Path,

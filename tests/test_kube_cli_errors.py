@@ -3,7 +3,9 @@ or configuration into one line on stderr and exit 2 - no traceback, no silent fa
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from numalign.cli import main
 
 
 def run(args: list[str], home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -64,13 +67,56 @@ def cases(tmp: Path, busy: int) -> list[tuple[list[str], str]]:
     ]
 
 
-def test_bad_flags_and_configs_are_one_line_and_exit_2(tmp_path: Path, busy_port: int) -> None:
-    for args, flag in cases(tmp_path, busy_port):
-        r = run(args, tmp_path)
-        lines = r.stderr.strip().splitlines()
-        assert r.returncode == 2, (args, r.stderr)
-        assert len(lines) == 1 and "Traceback" not in r.stderr, (args, r.stderr)
-        assert flag in lines[0], (args, lines[0])
+CASES = 16  # len(cases(...)); the cases need a temporary directory and a busy port to build
+
+
+@contextlib.contextmanager
+def _deadline(seconds: int) -> Iterator[None]:
+    """A case that started serving instead of failing would block: fail it instead."""
+    def expired(signum: int, frame: object) -> None:
+        raise AssertionError(f"still running after {seconds} s: it did not fail at start")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("index", range(CASES))
+def test_bad_flags_and_configs_are_one_line_and_exit_2(
+        index: int, tmp_path: Path, busy_port: int, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each case in this process (the command's own code path); the process boundary is
+    test_a_real_process_says_it_in_one_line's."""
+    all_cases = cases(tmp_path, busy_port)
+    assert len(all_cases) == CASES
+    args, flag = all_cases[index]
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with _deadline(60):
+        try:
+            code = main(args)
+        except SystemExit as e:  # argparse
+            code = e.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, (args, err)
+    assert len(lines) == 1 and "Traceback" not in err, (args, err)
+    assert flag in lines[0], (args, lines[0])
+
+
+@pytest.mark.parametrize("index", [0, 13])  # serve on a busy port; export --apply, no config
+def test_a_real_process_says_it_in_one_line(index: int, tmp_path: Path, busy_port: int) -> None:
+    args, flag = cases(tmp_path, busy_port)[index]
+    r = run(args, tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2, (args, r.stderr)
+    assert len(lines) == 1 and "Traceback" not in r.stderr, (args, r.stderr)
+    assert flag in lines[0], (args, lines[0])
 
 
 def test_in_cluster_without_a_service_account(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ server's discovery (client dry-run still needs it); skipped without kubectl.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -25,7 +26,11 @@ from numalign.cli import build_parser
 from numalign.kube.openapi import openapi_document
 
 DEPLOY = REPO / "deploy"
-MANIFESTS = sorted(p for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+#: the upstream NodeResourceTopology CRD, apart from the default kustomization
+CRD = DEPLOY / "crd" / "noderesourcetopology-crd.yaml"
+#: sha256 of manifests/crd.yaml at k8stopologyawareschedwg/noderesourcetopology-api v0.1.3
+UPSTREAM_CRD_SHA256 = "0084daac1688bec5cd5fdf5fca7e10744564c60231cfcd8b67d8d8b1dc247e15"
+MANIFESTS = [*sorted(p for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml"), CRD]
 MODELS = {
     ("v1", "ServiceAccount"): "V1ServiceAccount",
     ("v1", "ConfigMap"): "V1ConfigMap",
@@ -96,20 +101,55 @@ def test_every_manifest_matches_the_api_types() -> None:
             "ClusterRoleBinding", "ServiceAccount", "ConfigMap"} <= seen
 
 
-def test_crd_is_the_nrt_api() -> None:
-    crd = next(d for _, d in docs() if d["kind"] == "CustomResourceDefinition")
+def test_crd_is_the_upstream_nrt_api() -> None:
+    """The CRD is upstream's, byte for byte below numalign's comment lines: v1alpha1 and
+    v1alpha2 served, v1alpha2 stored (what NFD and scheduler-plugins clusters have)."""
+    text = CRD.read_text()
+    body = text[text.index("apiVersion:"):]
+    assert all(line.startswith("#") or not line for line in text[:text.index("apiVersion:")].splitlines())
+    assert hashlib.sha256(body.encode()).hexdigest() == UPSTREAM_CRD_SHA256
+    assert "7f99f9c2af03e0dd95ca81b650cd5f2427fbc8bd" in text
+    crd = yaml.safe_load(text)
     spec = crd["spec"]
     assert crd["metadata"]["name"] == f"{spec['names']['plural']}.{spec['group']}"
     assert (spec["group"], spec["scope"], spec["names"]["kind"]) == (
         "topology.node.k8s.io", "Cluster", "NodeResourceTopology")
-    (version,) = spec["versions"]
-    assert version["name"] == "v1alpha2" and version["served"] and version["storage"]
-    schema = version["schema"]["openAPIV3Schema"]
+    versions = {v["name"]: (v["served"], v["storage"]) for v in spec["versions"]}
+    assert versions == {"v1alpha1": (True, False), "v1alpha2": (True, True)}
+    schema = next(v for v in spec["versions"] if v["name"] == "v1alpha2")["schema"]["openAPIV3Schema"]
     assert schema["required"] == ["zones"]
     zone = schema["properties"]["zones"]["items"]
     res = zone["properties"]["resources"]["items"]
-    assert res["required"] == ["name", "capacity", "allocatable", "available"]
+    assert sorted(res["required"]) == ["allocatable", "available", "capacity", "name"]
     assert zone["properties"]["costs"]["items"]["properties"]["value"]["type"] == "integer"
+
+
+def test_the_default_kustomization_installs_no_crd() -> None:
+    """``kubectl apply -k deploy/`` must not replace a CRD NFD or scheduler-plugins installed:
+    the CRD is only in ``deploy/crd`` (created with ``kubectl create -k``, which refuses an
+    existing object)."""
+    top = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    listed = [DEPLOY / r for r in top["resources"]]
+    assert all(p.is_file() and p.parent == DEPLOY for p in listed)
+    kinds = {d["kind"] for p in listed for d in yaml.safe_load_all(p.read_text()) if d}
+    assert "CustomResourceDefinition" not in kinds
+    crd_kustomization = yaml.safe_load((DEPLOY / "crd" / "kustomization.yaml").read_text())
+    assert crd_kustomization["resources"] == [CRD.name]
+    assert "kubectl create -k deploy/crd" in (DEPLOY / "kustomization.yaml").read_text()
+
+
+def test_the_exporter_may_read_nodes_for_the_owner_reference() -> None:
+    rules = [r for _, d in docs() if d["kind"] == "ClusterRole"
+             and d["metadata"]["name"] == "numalign-exporter" for r in d["rules"]]
+    assert any(r["apiGroups"] == [""] and "nodes" in r["resources"] and "get" in r["verbs"]
+               for r in rules)
+
+
+def test_the_kube_scheduler_image_is_a_maintained_release() -> None:
+    images = [c["image"] for _, d in docs() if d["kind"] == "Deployment"
+              for c in d["spec"]["template"]["spec"]["containers"]
+              if c["image"].startswith("registry.k8s.io/kube-scheduler:")]
+    assert images == ["registry.k8s.io/kube-scheduler:v1.36.4"]
 
 
 def test_workloads_reference_what_exists() -> None:
@@ -210,7 +250,7 @@ class DiscoveryHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.partition("?")[0]
         if path == "/version":
-            self._reply(200, {"major": "1", "minor": "30", "gitVersion": "v1.30.0"})
+            self._reply(200, {"major": "1", "minor": "36", "gitVersion": "v1.36.0"})
         elif path == "/api":
             self._reply(200, {"kind": "APIVersions", "versions": ["v1"],
                               "serverAddressByClientCIDRs": [

@@ -18,7 +18,7 @@ from conftest import REPO
 from numalign.cli import build_parser
 
 DEPLOY = REPO / "deploy"
-K8S_VERSION = "1.30.0"
+K8S_VERSION = "1.36.0"  # the minor of the kube-scheduler image deploy/ pins
 
 
 def manifest_docs() -> list[dict[str, Any]]:
@@ -58,6 +58,21 @@ def test_kustomize_output_validates_and_has_every_manifest() -> None:
     key = lambda d: (d["kind"], d["metadata"]["name"])  # noqa: E731
     assert sorted(map(key, built)) == sorted(map(key, manifest_docs()))
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "numalign" for d in built)
+
+
+def test_the_crd_kustomization_validates_and_holds_only_the_crd() -> None:
+    """``deploy/crd`` (``kubectl create -k deploy/crd``) builds the upstream CRD alone, valid
+    for the API server; ``deploy/`` builds no CRD."""
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed (Debian: apt-get install kubernetes-client)")
+    r = subprocess.run(["kubectl", "kustomize", str(DEPLOY / "crd")], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    (crd,) = [d for d in yaml.safe_load_all(r.stdout) if d is not None]
+    assert (crd["kind"], crd["metadata"]["name"]) == (
+        "CustomResourceDefinition", "noderesourcetopologies.topology.node.k8s.io")
+    validate(crd)
+    assert all(d["kind"] != "CustomResourceDefinition" for d in kustomize_docs())
 
 
 def test_the_validator_is_strict() -> None:

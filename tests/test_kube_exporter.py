@@ -29,7 +29,7 @@ from numalign.node.usage import numa_amounts
 from numalign.pods import parse_pods, read_pod_files
 
 EXAMPLES = REPO / "examples"
-CRD = REPO / "deploy" / "crd-noderesourcetopology.yaml"
+CRD = REPO / "deploy" / "crd" / "noderesourcetopology-crd.yaml"
 
 
 def crd_schema() -> dict[str, Any]:
@@ -213,3 +213,48 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "cannot read a source" in err
     assert main(["export", "-m", str(EXAMPLES / "fig1.yaml"), "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["kind"] == "NodeResourceTopology"
+
+
+def test_out_writes_one_file_per_node_that_the_extender_reads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 23: `extender serve --nrt-dir` had no step that made its directory."""
+    from numalign.kube.extender.sources import DirSource
+
+    out = tmp_path / "nrt"  # created
+    assert main(["export", "-m", str(EXAMPLES / "fig1.yaml"), "--node-name", "worker-1",
+                 "--out", str(out)]) == 0
+    assert main(["export", "-m", str(EXAMPLES / "gpu-8x-rdma.yaml"), "--out", str(out),
+                 "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("numalign export: wrote ") == 2
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-8x-rdma.json", "worker-1.yaml"]
+    assert yaml.safe_load((out / "worker-1.yaml").read_text())["metadata"]["name"] == "worker-1"
+    objects = DirSource(out, log=io.StringIO()).scan()  # what extender serve --nrt-dir reads
+    assert sorted(objects) == ["gpu-8x-rdma", "worker-1"]
+    assert engine_from_nrt(objects["gpu-8x-rdma"]).machine.node_ids == (0, 1, 2, 3)
+    # written again: replaced, not appended
+    assert main(["export", "-m", str(EXAMPLES / "fig1.yaml"), "--node-name", "worker-1",
+                 "--out", str(out)]) == 0
+    assert len(list(out.iterdir())) == 2
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--node-name", "../escape"], "metadata.name: '../escape' is not a Kubernetes object name"),
+    (["--node-name", "Worker_1"], "metadata.name: 'Worker_1' is not a Kubernetes object name"),
+    (["--apply"], "--out: give one of --apply and --out"),
+])
+def test_out_refuses_what_is_not_a_file_in_it(
+        argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "nrt"
+    code = main(["export", "-m", str(EXAMPLES / "fig1.yaml"), "--out", str(out), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_out_must_be_a_writable_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "file"
+    f.write_text("")
+    assert main(["export", "-m", str(EXAMPLES / "fig1.yaml"), "--out", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("numalign export: error: --out: cannot write there") and err.count("\n") == 1

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from test_launcher_helpers import cli, live_box_or_skip, parse_cpulist, popen, ps_json, small_spec
+from test_launcher_helpers import (
+    cli,
+    in_process,
+    live_box_or_skip,
+    parse_cpulist,
+    popen,
+    ps_json,
+    small_spec,
+)
 
 PROBE = (
     "import json, os, subprocess, sys\n"
@@ -83,8 +91,10 @@ def test_rejection_is_one_clear_line_and_status_1(tmp_path: Path) -> None:
     out = cli("run", "--machine", str(spec), "--state-dir", str(tmp_path / "s"), "--cpus", "64",
               "--", "true")
     assert out.returncode == 1
-    # issue 13: the kubelet's predicate admission (64 CPUs on 7 allocatable), with the cause
-    assert out.stderr.startswith("numalign run: OutOfcpu: ")
+    # the kubelet's Topology Manager answers before its predicates (kubelet.go registers the
+    # resource-allocation admit handler first); the cause still names the 7 allocatable CPUs
+    assert out.stderr.startswith("numalign run: TopologyAffinityError: ")
+    assert "try --policy" not in out.stderr  # no policy helps a request over the machine
     assert "the machine has 7 allocatable CPUs (CPU 0 is reserved)" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
     # --wait does not wait for what never fits
@@ -107,7 +117,7 @@ def test_wait_times_out(tmp_path: Path) -> None:
                   "--wait", "--timeout", "1.5", "--", "true")
         took = time.monotonic() - t0
         assert out.returncode == 1, out.stderr
-        assert "waiting: OutOfcpu" in out.stderr  # issue 13: node-level fit comes first
+        assert "waiting: TopologyAffinityError" in out.stderr  # the Topology Manager first
         assert "see numalign ps" in out.stderr
         assert "still not admitted after waiting 1.5s" in out.stderr
         assert 1.4 < took < 30
@@ -166,15 +176,19 @@ def test_gpu_env_uses_pci_order() -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--cpus", "1.5"], "--cpus: a whole number"),
     (["--cpus", "0"], "--cpus: must be at least 1"),
-    (["--memory=-1Gi"], "--memory: must be positive"),
+    (["--memory=-1Gi"], "--memory: a memory amount must be positive"),
+    (["--memory", "-1Gi"], "--memory: a memory amount must be positive, got '-1Gi'"),
+    (["--hugepages-2Mi", "-.5Gi"], "--hugepages-2Mi: a hugepage amount must be positive"),
     (["--device", "foo"], "--device: expected RESOURCE=COUNT"),
     (["--device", "x.com/y=1"], "no x.com/y devices"),
     (["--policy", "tight"], 'unknown policy: "tight"'),
 ])
 def test_bad_input_exits_2(tmp_path: Path, argv: list[str], message: str) -> None:
+    """In this process (the messages; test_cli_flags.py runs one as a real process)."""
     spec = small_spec(tmp_path)
-    out = cli("run", "--machine", str(spec), "--state-dir", str(tmp_path / "s"), *argv, "--", "true")
-    assert out.returncode == 2 and message in out.stderr, out.stderr
+    out = in_process("run", "--machine", str(spec), "--state-dir", str(tmp_path / "s"), *argv,
+                     "--", "true")
+    assert out.returncode == 2 and message in out.stderr and out.stderr.count("\n") == 1, out.stderr
 
 
 def test_missing_command(tmp_path: Path) -> None:

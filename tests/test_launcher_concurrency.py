@@ -80,8 +80,8 @@ def test_twenty_concurrent_runs_without_wait_fail_clearly(tmp_path: Path) -> Non
     assert ok and failed
     for rc, _, err in failed:
         assert rc == 1
-        # issue 13: the kubelet's predicate admission refuses first (7 allocatable CPUs)
-        assert err.startswith("numalign run: OutOfcpu: Node didn't have enough resource: cpu")
+        # the kubelet's Topology Manager refuses first (restricted: no CPUs left to align)
+        assert err.startswith("numalign run: TopologyAffinityError: ")
         assert len(err.strip().splitlines()) == 1
     recs = _records(out)
     assert len(recs) == len(ok)

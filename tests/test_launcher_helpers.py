@@ -27,6 +27,24 @@ def cli(*args: str, timeout: float = 120, **kw: Any) -> subprocess.CompletedProc
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **kw)
 
 
+def in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``numalign ARGS`` run by :func:`numalign.cli.main` in this process, as :func:`cli`
+    reports it: for what is about the command's answers, not about being a process (no
+    interpreter start-up, the capture read once per call either way)."""
+    import contextlib
+    import io
+
+    from numalign.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse
+            code = e.code if isinstance(e.code, int) else 2
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def popen(*args: str, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([*CLI, *args], text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, **kw)

@@ -165,9 +165,9 @@ def test_wait_calls_on_wait_once_instead_of_printing(
     with pytest.raises(LaunchRejected) as e:
         admit(machine, pod, state, record=run_record(me, ["true"]), bind_memory=False, wait=True,
               timeout=0.3, on_wait=lambda reason, message: calls.append((reason, message)))
-    assert e.value.reason == "OutOfcpu"  # issue 13: the kubelet's predicate admission first
+    assert e.value.reason == "TopologyAffinityError"  # the kubelet's Topology Manager first
     assert "still not admitted after waiting 0.3s" in e.value.message
-    assert [reason for reason, _ in calls] == ["OutOfcpu"]  # once, with the reason
+    assert [reason for reason, _ in calls] == ["TopologyAffinityError"]  # once, with the reason
     assert capsys.readouterr() == ("", "")  # the library printed nothing
 
     calls.clear()

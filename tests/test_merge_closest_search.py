@@ -97,7 +97,7 @@ def wide_pods(draw: st.DrawFn) -> tuple[int, list[HintList], FitOrder]:
     return n, lists, FitOrder(_table(n, style, draw(st.integers(1, 3)), draw))
 
 
-@settings(SETTINGS, max_examples=300)
+@settings(SETTINGS, max_examples=150)
 @given(wide_pods())
 def test_prefer_closest_wide_pods_equal_the_product_fold(case: tuple[int, list[HintList], FitOrder]) -> None:
     n, lists, fit = case

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from itertools import product
 
 from hypothesis import HealthCheck, given, settings
@@ -40,6 +41,13 @@ def machines(draw: st.DrawFn) -> tuple[list[int], dict[int, dict[int, int]]]:
 
 
 def hint_lists(ids: list[int]) -> st.SearchStrategy[ProviderHints]:
+    return _hint_lists(tuple(ids))
+
+
+@functools.cache
+def _hint_lists(ids: tuple[int, ...]) -> st.SearchStrategy[ProviderHints]:
+    """Built once per id set: a strategy built inside a draw is validated again every time,
+    which cost more than the merge under test."""
     full = mask_of(ids)
     mask = st.integers(0, full).map(lambda m: m & full) | st.just(None)
     hint = st.builds(TopologyHint, mask, st.booleans())
@@ -76,7 +84,7 @@ def oracle(policy: TopologyPolicy, providers: list[ProviderHints]) -> tuple[Topo
     return best, (True if policy.policy is Policy.BEST_EFFORT else best.preferred)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_merge_equals_product_fold(case: tuple[Policy, list[int], dict[int, dict[int, int]], bool, list[ProviderHints]]) -> None:
     policy_name, ids, dist, closest, providers = case
@@ -86,7 +94,7 @@ def test_merge_equals_product_fold(case: tuple[Policy, list[int], dict[int, dict
     assert (result.hint, result.admit) == (expected_hint, expected_admit)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(machines(), st.data())
 def test_resource_order_does_not_matter(machine: tuple[list[int], dict[int, dict[int, int]]], data: st.DataObject) -> None:
     """Go iterates resources in random map order; the fold's answer never depends on it."""
@@ -124,7 +132,7 @@ def generated_cases(draw: st.DrawFn) -> tuple[list[int], list[GeneratedHints | l
     return ids, out
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(generated_cases(), st.booleans())
 def test_generated_lists_merge_like_their_materialized_form(case: tuple[list[int], list[GeneratedHints | list[TopologyHint]]], closest: bool) -> None:
     ids, lists = case
@@ -134,7 +142,7 @@ def test_generated_lists_merge_like_their_materialized_form(case: tuple[list[int
     assert merge_lists(lists, default, fit) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(generated_cases(), st.booleans())
 def test_large_machine_search_path_matches_materialized(case: tuple[list[int], list[GeneratedHints | list[TopologyHint]]], closest: bool) -> None:
     """Force the search path used above MATERIALIZE_LIMIT and compare with the DP path."""
@@ -174,7 +182,7 @@ def legacy_fold(lists: list[list[TopologyHint]], default: int) -> TopologyHint:
     return best
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(machines(), st.data())
 def test_legacy_merge_equals_old_fold(machine: tuple[list[int], dict[int, dict[int, int]]], data: st.DataObject) -> None:
     from numalign.engine.merge import merge_lists_legacy

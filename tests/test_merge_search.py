@@ -19,6 +19,7 @@ here it is also checked against the literal product fold where that finishes).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections.abc import Iterator, Sequence
@@ -131,18 +132,48 @@ def distances(draw: st.DrawFn, ids: list[int]) -> dict[int, dict[int, int]]:
     return out
 
 
+# Strategies that depend on the machine are built once per machine (functools.cache): one
+# built inside a draw is validated again on every example, which cost more than the merges.
+
+
+@functools.cache
+def masks(full: int) -> st.SearchStrategy[int]:
+    """Masks within ``full`` (0 possible)."""
+    return st.integers(1, full).map(lambda m: m & full)
+
+
+@functools.cache
+def near_nodes(full: int) -> st.SearchStrategy[list[tuple[int, int]]]:
+    return st.lists(st.tuples(masks(full).filter(bool), st.integers(1, 3)), max_size=3)
+
+
+@functools.cache
+def touched(full: int) -> st.SearchStrategy[list[int]]:
+    return st.lists(masks(full).filter(bool), max_size=2)
+
+
+@functools.cache
+def extra_masks(full: int) -> st.SearchStrategy[list[int]]:
+    return st.lists(masks(full), max_size=2)
+
+
+@functools.cache
+def explicit_lists(full: int) -> st.SearchStrategy[list[TopologyHint]]:
+    hint = st.builds(TopologyHint, masks(full) | st.just(None), st.booleans())
+    return st.lists(hint, min_size=1, max_size=5)
+
+
 @st.composite
 def demands(draw: st.DrawFn, ids: list[int]) -> Demand:
     full = mask_of(ids)
-    some_mask = st.integers(1, full).map(lambda m: m & full).filter(bool)
     ndim = draw(st.integers(1, 3))
     amounts = {i: [draw(st.sampled_from([0, 0, 1, 2, 3, 4])) for _ in range(ndim)] for i in ids}
     need = [draw(st.integers(-1, 9)) for _ in range(ndim)]
     base = Demand.per_node(amounts, need)
     dims = list(base.dims)
     if draw(st.booleans()):  # devices near several nodes
-        dims[0] = dims[0] + tuple(draw(st.lists(st.tuples(some_mask, st.integers(1, 3)), max_size=3)))
-    touch = tuple(draw(st.lists(some_mask, max_size=2)))
+        dims[0] = dims[0] + tuple(draw(near_nodes(full)))
+    touch = tuple(draw(touched(full)))
     lonely = draw(st.integers(0, full)) & full if draw(st.booleans()) else 0
     return Demand(tuple(dims), tuple(need), touch, lonely)
 
@@ -152,7 +183,7 @@ def generated(draw: st.DrawFn, ids: list[int]) -> HintList:
     full = mask_of(ids)
     demand = draw(demands(ids))
     universe = full if draw(st.booleans()) else draw(st.integers(0, full)) & full
-    extra = frozenset(m for m in draw(st.lists(st.integers(1, full).map(lambda m: m & full), max_size=2)) if m)
+    extra = frozenset(m for m in draw(extra_masks(full)) if m)
     size = draw(st.integers(1, len(ids)))
     groups: tuple[int, ...] = ()
     count = 0
@@ -187,17 +218,20 @@ def generated(draw: st.DrawFn, ids: list[int]) -> HintList:
 
 @st.composite
 def explicit(draw: st.DrawFn, ids: list[int]) -> HintList:
-    full = mask_of(ids)
-    mask = st.integers(1, full).map(lambda m: m & full) | st.just(None)
-    return draw(st.lists(st.builds(TopologyHint, mask, st.booleans()), min_size=1, max_size=5))
+    return draw(explicit_lists(mask_of(ids)))
+
+
+@functools.cache
+def families(ids: tuple[int, ...]) -> st.SearchStrategy[list[HintList]]:
+    """One to five hint lists, two in three rule-generated."""
+    one = st.one_of(generated(list(ids)), generated(list(ids)), explicit(list(ids)))
+    return st.lists(one, min_size=1, max_size=5)
 
 
 @st.composite
 def merge_cases(draw: st.DrawFn) -> tuple[list[int], list[HintList], FitOrder]:
     ids = draw(node_ids())
-    lists = draw(
-        st.lists(st.one_of(generated(ids), generated(ids), explicit(ids)), min_size=1, max_size=5)
-    )
+    lists = draw(families(tuple(ids)))
     fit = FitOrder(draw(distances(ids))) if draw(st.booleans()) else FitOrder()
     return ids, lists, fit
 
@@ -214,7 +248,7 @@ def test_merged_set_fold_is_the_product_fold(ids: list[int], data: st.DataObject
     assert fold_of_merged_set(lists, default, fit) == product_fold(lists, default, fit)
 
 
-@settings(SETTINGS, max_examples=500)
+@settings(SETTINGS, max_examples=250)
 @given(merge_cases())
 def test_search_equals_the_fold(case: tuple[list[int], list[HintList], FitOrder]) -> None:
     ids, lists, fit = case
@@ -224,7 +258,7 @@ def test_search_equals_the_fold(case: tuple[list[int], list[HintList], FitOrder]
     assert got == fold_of_merged_set(lists, default, fit)
 
 
-@settings(SETTINGS, max_examples=200)
+@settings(SETTINGS, max_examples=120)
 @given(merge_cases(), st.sampled_from(list(Policy)))
 def test_policies_over_the_search(case: tuple[list[int], list[HintList], FitOrder], policy: Policy) -> None:
     """The policy layer (single-numa-node filtering, admit rule) on top of the search."""
@@ -258,7 +292,7 @@ def test_policies_over_the_search(case: tuple[list[int], list[HintList], FitOrde
     assert result.admit == (policy is Policy.BEST_EFFORT or best.preferred)
 
 
-@settings(SETTINGS, max_examples=250)
+@settings(SETTINGS, max_examples=150)
 @given(node_ids(), st.data())
 def test_small_explicit_inputs_fold_directly(ids: list[int], data: st.DataObject) -> None:
     """The default path (small explicit inputs are folded by the state machine)."""
@@ -286,7 +320,7 @@ def legacy_fold(lists: Sequence[HintList], default: int) -> TopologyHint:
     return TopologyHint(default, False)
 
 
-@settings(SETTINGS, max_examples=250)
+@settings(SETTINGS, max_examples=150)
 @given(node_ids(), st.data())
 def test_legacy_merge_of_one_rule_list(ids: list[int], data: st.DataObject) -> None:
     """Volcano's shape (one generated list, lists preferring any node) without listing."""
@@ -572,7 +606,7 @@ def tables(draw: st.DrawFn) -> tuple[int, dict[int, dict[int, int]]]:
     return n, out
 
 
-@settings(SETTINGS, max_examples=500)
+@settings(SETTINGS, max_examples=250)
 @given(tables(), st.data())
 def test_closest_search_is_the_exhaustive_minimum(table: tuple[int, dict[int, dict[int, int]]], data: st.DataObject) -> None:
     """Smallest average distance, ties to the smallest integer, over every q-subset."""
@@ -679,7 +713,7 @@ def test_merged_set_oracle_is_order_free() -> None:
 # --------------------------------------------------------------------------- memory findBestHint
 
 
-@settings(SETTINGS, max_examples=250)
+@settings(SETTINGS, max_examples=150)
 @given(node_ids(), st.data())
 def test_memory_best_hint_is_the_narrowest_feasible_superset(ids: list[int], data: st.DataObject) -> None:
     """The memory manager's findBestHint (allocation time) without listing masks."""

@@ -66,9 +66,9 @@ def test_state_dir_keeps_allocations_and_release_frees(tmp_path: Path, capsys: p
     res = json.loads(out)["pods"]
     assert code == 1  # the third pod finds no GPU left
     assert [p["admitted"] for p in res] == [True, True, False]
-    # issue 13: the kubelet's predicate admission (node-level fit) runs before the Topology
-    # Manager; both GPUs are taken, so the third pod is out of GPUs before any NUMA question
-    assert res[2]["reason"] == "OutOfgpu-vendor.com/gpu"
+    # the kubelet's Topology Manager answers before its predicates: both GPUs are taken, so
+    # the device manager has no hint for the third pod and single-numa-node rejects it
+    assert res[2]["reason"] == "TopologyAffinityError"
     assert {tuple(p["containers"][0]["affinity"]) for p in res[:2]} == {(0,), (1,)}
     before = (state / "state.json").read_bytes()
     # a rejected pod changes nothing on disk

@@ -209,12 +209,16 @@ def test_max_pods_and_best_effort_pods_count() -> None:
     assert _admit(node, "c", {})[1] == "OutOfpods"
 
 
-def test_devices_and_hugepages_are_checked_before_topology() -> None:
+def test_topology_manager_answers_before_the_predicates() -> None:
+    """kubelet.go adds the resource-allocation admit handler (the Topology Manager) before
+    the predicate admit handler, and the first rejection wins."""
     spec = _cpulist_machine(topologyManagerPolicy="restricted")
     spec["shape"]["gpusPerNuma"] = 1
     node = Node(load_machine(spec))
-    gpu = {"nvidia.com/gpu": "3"}
-    assert _admit(node, "g", gpu, gpu)[1] == "OutOfnvidia.com/gpu"
+    gpu = {"nvidia.com/gpu": "3"}  # 2 GPUs on the node: no hint, so restricted rejects
+    assert _admit(node, "g", gpu, gpu)[1] == "TopologyAffinityError"
+    # no hint provider speaks for hugepages without the Static memory manager: the merge
+    # admits, and the predicates find the shortage
     hp = {"hugepages-1Gi": "17Gi", "cpu": "1", "memory": "1Gi"}
     assert _admit(node, "h", hp, hp)[1] == "OutOfhugepages-1Gi"
     # an extended resource the node does not have is dropped by the predicate (a

@@ -124,7 +124,7 @@ def test_numalign_binds_as_the_reference_paths(make: Any, nodes: int, pods: int,
     assert np.array_equal(fast.prefilter.free, ref.prefilter.free)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), placed=st.integers(1, 300))
 def test_refresh_and_free_columns_agree_with_numa_free(seed: int, placed: int) -> None:
     machines = _mixed(8)

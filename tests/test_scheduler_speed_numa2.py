@@ -32,7 +32,7 @@ def _pods(nodes: list[tuple[str, Any]], count: int, seed: int) -> list[Pod]:
     return [a.pod for a in parse_workload_spec(f"synthetic:count={count},seed={seed}", None, cluster=nodes)]
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), profile=st.sampled_from(["numalign", "koordinator"]))
 def test_refresh_after_a_bind_leaves_the_reference_rows(seed: int, profile: str) -> None:
     nodes = _nodes(120)
@@ -83,7 +83,7 @@ def test_the_memo_is_not_used_without_the_admission() -> None:
     assert np.array_equal(pre.free, ref.free)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), per_found=st.sampled_from([0.01, 0.5, 1.0, 3.0, 1e6]),
        profile=st.sampled_from(["numalign", "default"]))
 def test_the_first_window_changes_no_sample(seed: int, per_found: float, profile: str) -> None:

@@ -56,7 +56,7 @@ CASES = [
 def test_cached_runs_decide_exactly_like_the_engine(cluster: str, profile: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     nodes = load_cluster(_template_2numa(), "numa2") if cluster == "numa2" else builtin_cluster(cluster)
-    count = 120 if cluster == "default" else 60
+    count = 80 if cluster == "default" else 60
     workload = parse_workload_spec(f"synthetic:count={count},seed=5", None, cluster=nodes)
     fast = _run(nodes, workload, profile, True, monkeypatch)
     slow = _run(nodes, workload, profile, False, monkeypatch)

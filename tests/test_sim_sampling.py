@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Any
 
@@ -117,9 +116,9 @@ def test_samples_and_accounting_properties(
 
 
 @pytest.mark.parametrize(("spec", "recreate"), [
-    ("synthetic:count=300,seed=7", False),
-    ("synthetic:count=300,seed=8", True),
-    ("synthetic:count=200,seed=9,load=3", True),
+    ("synthetic:count=200,seed=7", False),
+    ("synthetic:count=200,seed=8", True),
+    ("synthetic:count=150,seed=9,load=3", True),
 ])
 def test_overloaded_runs_balance_their_books(spec: str, recreate: bool) -> None:
     """Busy runs: pods pend, some are dropped, rejected pods are recreated - rows add up."""
@@ -149,7 +148,8 @@ def test_scheduler_cpu_time_reported() -> None:
     result = simulate(SMALL, wl, ["numalign"], samples=4)
     s: dict[str, Any] = result.recorder.profile_summary("numalign")
     assert s["scheduler_cpu_s"] is not None and s["scheduler_cpu_s"] >= 0.0
-    assert math.isfinite(s["throughput_pods_per_s"])
+    rate = s["scheduled_pods_per_cpu_s"]  # pods placed (not cycles) per CPU second
+    assert rate is None or rate == pytest.approx(s["scheduled"] / s["scheduler_cpu_s"], rel=1e-2)
     assert MetricsRecorder(["x"]).profile_summary("x")["scheduler_cpu_s"] is None
 
 

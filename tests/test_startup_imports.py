@@ -10,6 +10,7 @@ import ast
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 HEAVY = ("numpy", "yaml", "numalign.kube.", "numalign.sim.", "numalign.scheduler.",
          "numalign.node.", "numalign.machine.", "numalign.engine.merge", "numalign.launcher.admission",
          "numalign.launcher.runs", "numalign.launcher.plan", "numalign.launcher.pinning",
-         "importlib.metadata")
+         "importlib.metadata", "dask", "distributed")
 #: the sub-command registration modules that are expected (cheap, no library behind them)
 ALLOWED = {"numalign.kube.cli", "numalign.launcher.cli", "numalign.launcher.defaults"}
 
@@ -48,7 +49,8 @@ def heavy(names: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("argv", [
     ("--help",), ("admit", "--help"), ("merge", "--help"), ("run", "--help"),
-    ("simulate", "--help"), ("export", "--help"), ("extender", "serve", "--help"),
+    ("simulate", "--help"), ("sweep", "--help"), ("export", "--help"),
+    ("extender", "serve", "--help"),
 ])
 def test_help_imports_no_heavy_module(argv: tuple[str, ...]) -> None:
     names = imported_modules(*argv)
@@ -81,3 +83,28 @@ def test_launcher_public_names_still_resolve() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
                          check=True, timeout=120)
     assert out.stdout.split() == ["True", "numalign.launcher.admission", "restricted", "[]"]
+
+
+DASK = ("dask", "distributed")
+
+
+def _dask_modules(names: list[str]) -> list[str]:
+    return [n for n in names if n.split(".")[0] in DASK]
+
+
+def test_only_running_cells_imports_dask(tmp_path: Path) -> None:
+    """Dask is the sweep extra's: ``import numalign``, ``simulate``, and a sweep that has no
+    cell to run (``--dry-run``) never load it."""
+    code = ("import sys, numalign, numalign.sim, numalign.sim.sweep.command, numalign.sim.sweep.cell\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV,
+                         check=True, timeout=120)
+    assert ast.literal_eval(out.stdout) == []
+    names = imported_modules("simulate", "--cluster", "builtin:small", "--workload",
+                             "synthetic:count=5", "--profiles", "numalign", "--quiet", "--out",
+                             str(tmp_path / "sim"))
+    assert "numalign.sim.runner" in names and _dask_modules(names) == []
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("axes: {cluster: builtin:small, profile: numalign}\n")
+    names = imported_modules("sweep", str(sweep), "--dry-run")
+    assert "numalign.sim.sweep.grid" in names and _dask_modules(names) == []

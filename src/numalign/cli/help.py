@@ -1,26 +1,63 @@
 """Help texts of the ``numalign`` command: a description and examples for every sub-command,
 and help for the flags that the sub-commands' own modules leave without one.
 
-Data only. :func:`document` attaches it to a built parser. Every example runs from the
-repository root (``examples/`` and, for captured machines, ``../shared/``); a test runs them.
-``/tmp/numalign-demo`` is a scratch directory the examples share.
+Data only. :func:`document` attaches it to a built parser. Every example runs from the root of
+a fresh clone: the files it reads are under ``examples/`` (real machines in
+``examples/captures/``), ``/tmp/numalign-demo`` is a scratch directory the examples share, and
+an example that reads what another one wrote names it in ``after``. An example that cannot run
+there says what it needs (a live cluster), as a comment on its line. ``tests/test_cli_examples.py``
+runs them all from a copy of the repository's tracked files.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
-#: sub-command path ("extender serve") -> (description, examples); examples are command lines
-COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+
+@dataclass(frozen=True)
+class Example:
+    """One example command line of a help page."""
+
+    line: str
+    #: its exit status: 1 when it shows a rejection or a pod that is not there
+    status: int = 0
+    #: what it needs that a fresh clone does not have (shown as a comment after it; the
+    #: example test skips it, giving this as the reason)
+    needs: str = ""
+    #: it serves until stopped: the example test waits until it is ready, then stops it
+    serves: bool = False
+    #: the examples (lines of these pages) whose output it reads: run before it
+    after: tuple[str, ...] = ()
+
+    def rendered(self) -> str:
+        if self.needs:
+            return f"{self.line}   # needs {self.needs}"
+        if self.serves:
+            return f"{self.line}   # serves until Ctrl-C"
+        return self.line
+
+
+#: examples other examples read the output of
+ADMIT_TO_STATE = ("numalign admit -m examples/dual-socket-ht.yaml --state-dir /tmp/numalign-demo/node"
+                  " - < examples/pods/dual-socket-list.yaml")
+EXPORT_NODE = ("numalign export -m examples/dual-socket-ht.yaml --state-dir /tmp/numalign-demo/node"
+               " --out /tmp/numalign-demo/nrt")
+EXPORT_GPU_BOX = "numalign export -m examples/gpu-8x-rdma.yaml --out /tmp/numalign-demo/nrt"
+SERVE_NRT_DIR = Example("numalign extender serve --nrt-dir /tmp/numalign-demo/nrt --port 8888",
+                        serves=True, after=(EXPORT_NODE, EXPORT_GPU_BOX))
+
+#: sub-command path ("extender serve") -> (description, examples)
+COMMANDS: dict[str, tuple[str, tuple[Example, ...]]] = {
     "merge": (
         "Merge topology hints the way the kubelet's Topology Manager does, for any policy and\n"
         "policy options, without a machine: a JSON merge case in, a JSON result out\n"
         '({"affinity": [ids] | null, "preferred": bool, "admit": bool}). The case format is\n'
         "documented in docs/merge-case.md (`numalign schema merge-case` prints its JSON Schema).",
         (
-            "numalign merge examples/merge-case.json",
-            "numalign merge - < examples/merge-case.json",
-            "numalign merge --jsonl examples/merge-cases.jsonl",
+            Example("numalign merge examples/merge-case.json"),
+            Example("numalign merge - < examples/merge-case.json"),
+            Example("numalign merge --jsonl examples/merge-cases.jsonl"),
         ),
     ),
     "admit": (
@@ -33,12 +70,13 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "hwloc XML (--hwloc-xml); --kubelet-config replaces its kubelet settings with a\n"
         "KubeletConfiguration file. With --state-dir, admitted pods stay allocated across runs.",
         (
-            "numalign admit -m examples/fig1.yaml examples/fig1-pods.yaml",
-            "numalign admit -m examples/gpu-8x-rdma.yaml -o table --explain examples/pods/gpu-too-wide.yaml",
-            "numalign admit --sysfs-root ../shared/topologies/hwloc/linux/32intel64-2p8co2t+8ve.tar.bz2"
-            " --kubelet-config examples/kubelet/config.yaml -o table examples/pods/mixed-qos.yaml",
-            "numalign admit -m examples/dual-socket-ht.yaml --state-dir /tmp/numalign-demo/node"
-            " - < examples/pods/dual-socket-list.yaml",
+            Example("numalign admit -m examples/fig1.yaml examples/fig1-pods.yaml"),
+            Example("numalign admit -m examples/gpu-8x-rdma.yaml -o table --explain"
+                    " examples/pods/gpu-too-wide.yaml", status=1),
+            Example("numalign admit --sysfs-root examples/captures/32intel64-2p8co2t+8ve.tar.bz2"
+                    " --kubelet-config examples/kubelet/config.yaml -o table examples/pods/mixed-qos.yaml",
+                    status=1),
+            Example(ADMIT_TO_STATE),
         ),
     ),
     "release": (
@@ -46,8 +84,9 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "NAMESPACE/NAME, or NAME in namespace default. Prints one line per released pod; exit 1\n"
         "if a pod is not in the state (the others are still released).",
         (
-            "numalign release --state-dir /tmp/numalign-demo/node db-0",
-            "numalign release --state-dir /tmp/numalign-demo/node default/db-1 default/db-9",
+            Example("numalign release --state-dir /tmp/numalign-demo/node db-0", after=(ADMIT_TO_STATE,)),
+            Example("numalign release --state-dir /tmp/numalign-demo/node default/db-1 default/db-9",
+                    status=1, after=(ADMIT_TO_STATE,)),
         ),
     ),
     "state": (
@@ -55,8 +94,8 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "and per pod its NUMA nodes, CPUs, memory and devices. --reconcile moves a state onto\n"
         "a machine that changed (pods that no longer fit are dropped).",
         (
-            "numalign state --state-dir /tmp/numalign-demo/node",
-            "numalign state --state-dir /tmp/numalign-demo/node -o json",
+            Example("numalign state --state-dir /tmp/numalign-demo/node", after=(ADMIT_TO_STATE,)),
+            Example("numalign state --state-dir /tmp/numalign-demo/node -o json", after=(ADMIT_TO_STATE,)),
         ),
     ),
     "discover": (
@@ -67,18 +106,18 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "A discovered spec has the kubelet defaults (policy none); add your kubelet settings\n"
         "with `numalign admit --kubelet-config` instead of editing it.",
         (
-            "numalign discover -o table",
-            "numalign discover --sysfs-root ../shared/topologies/hwloc/linux/16amd64-8n2c.tar.bz2 -o table",
-            "numalign discover --hwloc-xml ../shared/topologies/hwloc/xml/nvidiaDGX2.xml -o yaml",
-            "numalign discover --hwloc-xml ../shared/topologies/hwloc/xml/nvidiaDGX2.xml -o nrt",
+            Example("numalign discover -o table"),
+            Example("numalign discover --sysfs-root examples/captures/16amd64-8n2c.tar.bz2 -o table"),
+            Example("numalign discover --hwloc-xml examples/captures/nvidiaDGX2.xml -o yaml"),
+            Example("numalign discover --hwloc-xml examples/captures/nvidiaDGX2.xml -o nrt"),
         ),
     ),
     "schema": (
         "Print the JSON Schema of a numalign input format, for editors and CI checks\n"
         "(the references are docs/machine-spec.md and docs/merge-case.md).",
         (
-            "numalign schema machine",
-            "numalign schema merge-case",
+            Example("numalign schema machine"),
+            Example("numalign schema merge-case"),
         ),
     ),
     "run": (
@@ -87,17 +126,16 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Concurrent runs never share exclusive CPUs or devices. Exit status: the command's;\n"
         "1 if the request is rejected; 2 on bad input.",
         (
-            "numalign run -m examples/gpu-8x-rdma.yaml --cpus 8 --gpus 2 --dry-run",
-            "numalign run -m examples/gpu-8x-rdma.yaml --state-dir /tmp/numalign-demo/runs --cpus 4"
-            " --memory 1Gi -- true",
+            Example("numalign run -m examples/gpu-8x-rdma.yaml --cpus 8 --gpus 2 --dry-run"),
+            Example("numalign run --state-dir /tmp/numalign-demo/runs --reserved-cpus 0 --cpus 1 -- nproc"),
         ),
     ),
     "ps": (
         "List the live allocations of `numalign run` (process, age, NUMA nodes, CPUs, memory,\n"
         "devices, command).",
         (
-            "numalign ps --state-dir /tmp/numalign-demo/runs",
-            "numalign ps --state-dir /tmp/numalign-demo/runs -o json",
+            Example("numalign ps --state-dir /tmp/numalign-demo/runs"),
+            Example("numalign ps --state-dir /tmp/numalign-demo/runs -o json"),
         ),
     ),
     "simulate": (
@@ -106,47 +144,62 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
         "the loop; prints a summary table and writes summary.json and report.html. See\n"
         "docs/simulator.md.",
         (
-            "numalign simulate --cluster builtin:small --workload synthetic:count=40"
-            " --profiles default,numalign --out /tmp/numalign-demo/sim --quiet",
-            "numalign simulate --workload dir:examples/pods --cluster builtin:small"
-            " --out /tmp/numalign-demo/sim-dir --quiet",
+            Example("numalign simulate --cluster builtin:small --workload synthetic:count=40"
+                    " --profiles default,numalign --out /tmp/numalign-demo/sim --quiet"),
+            Example("numalign simulate --workload dir:examples/pods --cluster builtin:small"
+                    " --out /tmp/numalign-demo/sim-dir --quiet"),
+        ),
+    ),
+    "sweep": (
+        "Run a grid of simulations: every combination of the sweep file's axes (cluster\n"
+        "templates and sizes, Topology Manager policy and scope, scheduler profiles, workloads,\n"
+        "seeds) is one cell, a `numalign simulate` run of one profile. Cells run on Dask: a\n"
+        "LocalCluster with one worker process per core, or an existing cluster (--scheduler).\n"
+        "Finished cells are stored as they finish; running the command again skips them.\n"
+        "Writes sweep.json, sweep.csv and report.html. Exit 0: every cell done; 1: some cells\n"
+        "failed (listed); 2: bad input; 130: interrupted. See docs/sweeps.md.",
+        (
+            Example("numalign sweep examples/sweeps/small.yaml --dry-run"),
+            Example("numalign sweep examples/sweeps/small.yaml --only seed=1 --only profile=numalign"
+                    " --only policy=restricted --workers 1 --out /tmp/numalign-demo/sweep --quiet"),
         ),
     ),
     "export": (
         "Build this node's NodeResourceTopology object (topology.node.k8s.io/v1alpha2) from\n"
-        "the machine, the kubelet configuration and the allocations, and print it or apply it\n"
-        "through the API (--apply), once or every --interval seconds. See docs/kubernetes.md.",
+        "the machine, the kubelet configuration and the allocations, and print it, write it to\n"
+        "a directory (--out, one file per node: what `extender serve --nrt-dir` reads) or apply\n"
+        "it through the API (--apply), once or every --interval seconds. See docs/kubernetes.md.",
         (
-            "numalign export -m examples/fig1.yaml --node-name worker-1",
-            "numalign export -m examples/gpu-8x-rdma.yaml -o json",
-            "numalign export -m examples/dual-socket-ht.yaml --state-dir /tmp/numalign-demo/node",
+            Example("numalign export -m examples/fig1.yaml --node-name worker-1"),
+            Example("numalign export -m examples/gpu-8x-rdma.yaml -o json"),
+            Example(EXPORT_NODE, after=(ADMIT_TO_STATE,)),
+            Example(EXPORT_GPU_BOX),
         ),
     ),
     "extender": (
         "The kube-scheduler extender service (filter, prioritize, bind over HTTP); see\n"
         "`numalign extender serve --help` and docs/kubernetes.md.",
         (
-            "numalign extender serve --nrt-dir /tmp/numalign-demo/nrt --port 8888",
-            "numalign extender serve --kubeconfig ~/.kube/config",
+            SERVE_NRT_DIR,
+            Example("numalign extender serve --kubeconfig ~/.kube/config", needs="a live cluster"),
         ),
     ),
     "extender serve": (
         "Serve /filter, /prioritize and /bind for kube-scheduler, with /metrics, /healthz and\n"
-        "/readyz, over NodeResourceTopology objects from a directory or the API server.",
+        "/readyz, over NodeResourceTopology objects from a directory (see `numalign export\n"
+        "--out`) or the API server.",
         (
-            "numalign extender serve --nrt-dir /tmp/numalign-demo/nrt --port 8888",
-            "numalign extender serve --in-cluster --tls-cert tls.crt --tls-key tls.key",
+            SERVE_NRT_DIR,
+            Example("numalign extender serve --in-cluster --tls-cert tls.crt --tls-key tls.key",
+                    needs="a live cluster (run in a pod, with a TLS certificate)"),
         ),
     ),
     "demo": (
         "Walk through the Topology Manager blog post's example (figure 1) step by step:\n"
         "the providers' hints, the merge, the allocation.",
-        ("numalign demo",),
+        (Example("numalign demo"),),
     ),
 }
-
-#: commands whose examples serve forever or need a cluster: not run by the example test
-LONG_RUNNING = ("extender",)
 
 #: (sub-command path, option string) -> help, for flags defined without one
 FLAG_HELP: dict[tuple[str, str], str] = {
@@ -159,8 +212,8 @@ FLAG_HELP: dict[tuple[str, str], str] = {
 }
 
 
-def epilog(examples: tuple[str, ...]) -> str:
-    return "examples:\n" + "\n".join(f"  {line}" for line in examples)
+def epilog(examples: tuple[Example, ...]) -> str:
+    return "examples:\n" + "\n".join(f"  {e.rendered()}" for e in examples)
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -202,6 +202,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from numalign.sim.sweep.command import run_sweep
+
+    return run_sweep(
+        path=args.file, out=args.out, scheduler=args.scheduler, workers=args.workers,
+        retries=args.retries, connect_timeout=args.connect_timeout, shared=args.shared,
+        only=args.only, quiet=args.quiet, dry_run=args.dry_run,
+    )
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from numalign.cli.demo import walkthrough
 
@@ -237,9 +247,10 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from numalign.cli.argparser import StrictParser
     from numalign.cli.help import document
 
-    parser = argparse.ArgumentParser(
+    parser = StrictParser(
         prog="numalign",
         description="Kubelet-exact NUMA alignment, for nodes, clusters and processes.",
         epilog="`numalign COMMAND --help` shows a command's options and examples.",
@@ -320,8 +331,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out/sim", help="directory for summary.json and report.html")
     p.add_argument("--recreate", action="store_true", help="a ReplicaSet recreates pods the node rejected")
     p.add_argument("--shared", help="directory holding traces/ (default: $NUMALIGN_SHARED, else ./shared or ../shared)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress output (a bar on a terminal, else one line per profile)")
     p.set_defaults(handler=_cmd_simulate)
+
+    p = sub.add_parser("sweep", help="run a grid of simulations on Dask (one machine or a cluster), resumable")
+    p.add_argument("file", metavar="SWEEP.yaml", help="the sweep file: axes, pod limit, report layout (docs/sweeps.md)")
+    p.add_argument("--out", help="output directory: cells/, sweep.json, sweep.csv, report.html (default: out/sweep/NAME)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="an existing Dask scheduler, tcp://HOST:PORT (default: $DASK_SCHEDULER_ADDRESS, "
+                        "else a LocalCluster on this machine)")
+    p.add_argument("--workers", type=int, metavar="N", help="LocalCluster worker processes (default: one per core)")
+    p.add_argument("--retries", type=int, default=1, metavar="N",
+                   help="runs again a cell that raised, N times (default 1); a cell whose worker died is "
+                        "rerun by Dask itself")
+    p.add_argument("--connect-timeout", type=float, default=10.0, metavar="S",
+                   help="seconds to reach the scheduler and see a worker (default 10)")
+    p.add_argument("--only", action="append", default=[], metavar="AXIS=VALUE",
+                   help="run only the cells with this value (repeatable; values of one axis are alternatives)")
+    p.add_argument("--shared", help="directory holding traces/ (default: $NUMALIGN_SHARED, else ./shared or ../shared)")
+    p.add_argument("--dry-run", action="store_true", help="list the cells (and which are done) without running any")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(handler=_cmd_sweep)
 
     from numalign.kube.cli import add_commands as add_kube_commands
 

@@ -119,30 +119,47 @@ def read_text(path: str, what: str = "") -> str:
 # --------------------------------------------------------------------------- YAML
 
 
-def _check_yaml_events(text: str, source: str | None) -> None:
-    """Walk the parser's event stream; refuse depth, size and recursive aliases early.
+def _check_yaml_events(text: str, source: str | None, max_items: int | None = None,
+                       why: str = "") -> None:
+    """Walk the parser's event stream; refuse depth, size and recursive aliases early (and,
+    with ``max_items``, a list or mapping of more items than that, as soon as it has them).
 
     A syntax error from the C parser is re-checked on the pure-Python parser first, so a
     library limit that fires before numalign's (libyaml's own nesting limit, reached through its
     look-ahead) never hides numalign's message; the C parser's error is raised otherwise.
     """
     try:
-        _walk_yaml_events(text, source, _Loader)
+        _walk_yaml_events(text, source, _Loader, max_items, why)
     except yaml.YAMLError:
         if _Loader is yaml.SafeLoader:
             raise
         with contextlib.suppress(yaml.YAMLError):  # the C parser's message stands
-            _walk_yaml_events(text, source, yaml.SafeLoader)
+            _walk_yaml_events(text, source, yaml.SafeLoader, max_items, why)
         raise
 
 
-def _walk_yaml_events(text: str, source: str | None, loader: type[yaml.SafeLoader]) -> None:
+def _walk_yaml_events(text: str, source: str | None, loader: type[yaml.SafeLoader],
+                      max_items: int | None = None, why: str = "") -> None:
     depth = 0
     nodes = 0
     sizes: dict[str, int] = {}
     open_anchors: list[tuple[str | None, int]] = []
     opened: set[str] = set()
+    # per open collection: [events below it so far, events allowed (a mapping: key + value)]
+    counts: list[list[int]] = []
     for ev in yaml.parse(text, Loader=loader):
+        if max_items is not None and counts and isinstance(
+                ev, (yaml.CollectionStartEvent, yaml.ScalarEvent, yaml.AliasEvent)):
+            top = counts[-1]
+            top[0] += 1
+            if top[0] > top[1]:
+                line = f" at line {ev.start_mark.line + 1}" if ev.start_mark else ""
+                kind = "mapping" if top[1] > max_items else "list"
+                raise InputError(f"a {kind} of more than {max_items} items{line}{why}", source)
+        if max_items is not None and isinstance(ev, yaml.CollectionStartEvent):
+            counts.append([0, max_items * (2 if isinstance(ev, yaml.MappingStartEvent) else 1)])
+        elif max_items is not None and isinstance(ev, yaml.CollectionEndEvent):
+            counts.pop()
         if isinstance(ev, yaml.CollectionStartEvent):
             depth += 1
             nodes += 1
@@ -174,12 +191,15 @@ def _cut(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def load_yaml_all(text: str, source: str | None, *, invalid: str = "invalid YAML") -> list[Any]:
-    """Every document of a YAML (or JSON) text, within the caps."""
+def load_yaml_all(text: str, source: str | None, *, invalid: str = "invalid YAML",
+                  max_items: int | None = None, why: str = "") -> list[Any]:
+    """Every document of a YAML (or JSON) text, within the caps (``max_items``: also no list
+    or mapping of more items, refused while parsing, before any object is built; ``why``
+    ends that error)."""
     if len(text) > MAX_DOCUMENT_BYTES:
         raise InputError(f"{_TOO_BIG}: refused", source)
     try:
-        _check_yaml_events(text, source)
+        _check_yaml_events(text, source, max_items, why)
         return list(yaml.load_all(text, Loader=_BoundedLoader))
     except yaml.YAMLError as e:
         raise InputError(f"{invalid}: {yaml_problem(e)}", source) from None
@@ -200,9 +220,11 @@ def read_yaml(path: str, what: str = "", *, invalid: str = "invalid YAML") -> An
     return docs[0] if docs else None
 
 
-def read_yaml_documents(path: str, what: str = "", *, invalid: str = "invalid YAML") -> list[Any]:
+def read_yaml_documents(path: str, what: str = "", *, invalid: str = "invalid YAML",
+                        max_items: int | None = None, why: str = "") -> list[Any]:
     """Every document of a multi-document YAML file, in order (empty ones included)."""
-    return load_yaml_all(read_text(path, what), path, invalid=invalid)
+    return load_yaml_all(read_text(path, what), path, invalid=invalid, max_items=max_items,
+                         why=why)
 
 
 # --------------------------------------------------------------------------- JSON
@@ -238,14 +260,46 @@ def check_tree(doc: Any, source: str | None) -> None:
                 raise InputError(f"integer longer than {MAX_INT_DIGITS} digits", source)
 
 
+class _NotJson(Exception):
+    """A value JSON (RFC 8259) does not have, which Python's decoder would accept."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON value")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if value in (_INF, -_INF):
+        raise _NotJson(f"number {literal[:24]} is out of range")
+    return value
+
+
+_INF = float("inf")
+#: a ``\uD800``-``\uDFFF`` escape: the document may hold a lone surrogate (not Unicode text)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def loads_json(text: str | bytes, source: str | None) -> Any:
-    """Decode one JSON document within the caps (``source`` names it in errors)."""
+    """Decode one JSON document within the caps (``source`` names it in errors).
+
+    Strict JSON, as Go's ``encoding/json`` (the kubelet, kube-scheduler) writes it: Python's
+    ``Infinity``, ``-Infinity`` and ``NaN`` are refused, so is a number beyond a double
+    (``1e400``), and a string escape of half a surrogate pair (``"\\ud800"``: not Unicode
+    text, which nothing downstream could print or encode)."""
     if isinstance(text, bytes):
         text = decode_text(text, source)
     if len(text) > MAX_DOCUMENT_BYTES:
         raise InputError(f"{_TOO_BIG}: refused", source)
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        if _SURROGATE_ESCAPE.search(text):
+            json.dumps(doc, ensure_ascii=False).encode()
+    except _NotJson as e:
+        raise InputError(f"malformed JSON: {e}", source) from None
+    except UnicodeEncodeError:
+        raise InputError("malformed JSON: a \\uD800-\\uDFFF escape without its pair "
+                         "(a lone surrogate is not Unicode text)", source) from None
     except json.JSONDecodeError as e:
         raise InputError(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}", source) from None
     except RecursionError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -16,6 +17,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise InputError("must be positive", "--interval")
     if not args.poll > 0:
         raise InputError("must be positive (0 would busy-wait)", "--poll")
+    if args.apply and args.out:
+        raise InputError("give one of --apply and --out", "--out")
     if args.apply:  # the API configuration, checked before anything is read or exported
         from numalign.kube.apiconfig import default_client
 
@@ -34,7 +37,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise InputError("--apply publishes NodeResourceTopology only; print the Numatopology instead", "--apply")
     return export_command(sources, apply=args.apply, kubeconfig=args.kubeconfig,
                           interval=args.interval, output="yaml" if args.output == "numatopo" else args.output,
-                          poll=args.poll)
+                          poll=args.poll, out_dir=Path(args.out) if args.out else None)
 
 
 def _cmd_extender_serve(args: argparse.Namespace) -> int:
@@ -45,7 +48,7 @@ def _cmd_extender_serve(args: argparse.Namespace) -> int:
                  max_body=args.max_body, timeout=args.timeout, resync=args.resync,
                  assume_ttl=args.assume_ttl, health_host=args.health_host,
                  health_port=args.health_port, max_connections=args.max_connections,
-                 profile=args.profile)
+                 profile=args.profile, request_budget=args.request_budget)
 
 
 def add_commands(sub: Any) -> None:
@@ -66,6 +69,9 @@ def add_commands(sub: Any) -> None:
                         "/var/lib/kubelet/pod-resources/kubelet.sock (--kubelet-state: fallback)")
     p.add_argument("--node-name", help="object name (default: $NODE_NAME, else the machine name)")
     p.add_argument("--apply", action="store_true", help="create/update the object through the API")
+    p.add_argument("--out", metavar="DIR",
+                   help="write the object to DIR/NAME.yaml (.json with -o json), replaced atomically, "
+                        "instead of printing it: a directory for `extender serve --nrt-dir`")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, else ~/.kube/config)")
     p.add_argument("--interval", type=float, metavar="SECONDS",
                    help="keep exporting every SECONDS and when a state file changes")
@@ -80,7 +86,7 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(handler=_cmd_export)
 
     p = sub.add_parser("extender", help="kube-scheduler extender service")
-    esub = p.add_subparsers(dest="extender_command", required=True)
+    esub = p.add_subparsers(dest="extender_command", required=True, metavar="COMMAND")
     s = esub.add_parser("serve", help="serve /filter, /prioritize, /bind, /metrics, /healthz, /readyz")
     s.add_argument("--host", default="127.0.0.1", help="listen address (default: loopback)")
     s.add_argument("--port", type=int, default=8888)
@@ -96,6 +102,10 @@ def add_commands(sub: Any) -> None:
                    help="NRT directory poll / API re-list period")
     s.add_argument("--assume-ttl", type=float, default=120.0, metavar="SECONDS",
                    help="drop an assumed pod after this long if the NRT has not shown it")
+    s.add_argument("--request-budget", type=float, default=3.0, metavar="SECONDS",
+                   help="answer each /filter and /prioritize within this (default 3; inside "
+                        "kube-scheduler's extender httpTimeout, 5 s by default): decisions "
+                        "not made by then fail the node for this request")
     s.add_argument("--max-connections", type=int, default=256, metavar="N",
                    help="connections served at once (the others: /healthz answered, else 503)")
     s.add_argument("--health-port", type=int, metavar="PORT",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import threading
 import time
@@ -206,11 +207,47 @@ def api_client(kubeconfig: str | None) -> Any:
         return config.new_client_from_config()
 
 
-def apply_nrt(api: Any, obj: dict[str, Any]) -> str:
-    """Create or update the (cluster-scoped) NRT object; returns "created" or "updated"."""
+def node_owner(api: Any, name: str, log: TextIO | None = None,
+               warned: set[str] | None = None) -> dict[str, Any] | None:
+    """The ownerReference that ties an NRT to its Node (``apiVersion: v1, kind: Node``, the
+    node's name and uid, read through the API), so the garbage collector deletes the NRT with
+    the node; ``None`` when the Node cannot be read - then a one-line warning says the object
+    goes without it (once per distinct reason when ``warned`` is given)."""
+    api_exception = k8s("client.rest").ApiException
+    try:
+        node = k8s("client").CoreV1Api(api).read_node(name)
+        uid = node.metadata.uid if node is not None and node.metadata is not None else None
+    except api_exception as e:
+        why = f"{e.status} {e.reason}".strip()
+        uid = None
+    else:
+        why = "the Node has no uid"
+    if uid:
+        return {"apiVersion": "v1", "kind": "Node", "name": name, "uid": str(uid)}
+    if warned is None or why not in warned:
+        if warned is not None:
+            warned.add(why)
+        print(one_line(f"numalign export: warning: cannot read node/{name} ({why}): the "
+                       "NodeResourceTopology is published without an ownerReference to its "
+                       "Node and outlives the node if it is deleted (the exporter needs `get` "
+                       "on nodes)"), file=log if log is not None else sys.stderr)
+    return None
+
+
+def apply_nrt(api: Any, obj: dict[str, Any], *, log: TextIO | None = None,
+              warned: set[str] | None = None) -> str:
+    """Create or update the (cluster-scoped) NRT object, owned by its Node where the Node can
+    be read (:func:`node_owner`); returns "created" or "updated"."""
     api_exception = k8s("client.rest").ApiException
     custom = k8s("client").CustomObjectsApi(api)
     name = obj["metadata"]["name"]
+    owner = node_owner(api, name, log, warned)
+    obj = dict(obj)
+    obj["metadata"] = dict(obj["metadata"])
+    if owner is not None:
+        obj["metadata"]["ownerReferences"] = [owner]
+    else:
+        obj["metadata"].pop("ownerReferences", None)
     try:
         current: Any = custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
     except api_exception as e:
@@ -271,6 +308,11 @@ def run_loop(
         if obj is not None:
             try:
                 publish(obj)
+            except NumalignError as e:
+                if interval is None:  # a single export: the one-line error, exit 2
+                    raise
+                print(one_line(f"numalign export: publish failed: {e.message}"), file=log)
+                failed = "publish"
             except Exception as e:  # API errors: keep running, retry next round
                 print(one_line(f"numalign export: publish failed: {type(e).__name__}: {e}"), file=log)
                 failed = "publish"
@@ -294,6 +336,43 @@ def run_loop(
             return 0
 
 
+#: a Kubernetes object name (DNS-1123 subdomain), which the NRT's is: the node's
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def write_object(out_dir: Path, obj: dict[str, Any], output: str) -> Path:
+    """Write ``obj`` to ``out_dir/NAME.yaml`` (``.json`` for ``output`` json), replacing the
+    file atomically (a reader such as ``extender serve --nrt-dir`` never sees half of it).
+    The name must be a Kubernetes object name, so it is a plain file name."""
+    name = str(obj["metadata"]["name"])
+    if len(name) > 253 or not _OBJECT_NAME.fullmatch(name):
+        raise InputError(f"{name!r} is not a Kubernetes object name (lowercase letters, digits, "
+                         "'-' and '.'; at most 253 characters): give --node-name", "metadata.name")
+    suffix = "json" if output == "json" else "yaml"
+    if output == "json":
+        import json
+
+        text = json.dumps(obj, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump(obj, sort_keys=False)
+    path = out_dir / f"{name}.{suffix}"
+    tmp = out_dir / f".{name}.{suffix}.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """``--out``: a directory this process can write in (created if missing); InputError if
+    not, before anything is exported."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if not os.access(out_dir, os.W_OK | os.X_OK):
+            raise PermissionError(13, "permission denied")
+    except OSError as e:
+        raise InputError(f"cannot write there: {e.strerror or e}", "--out") from None
+
+
 def export_command(
     sources: ExportSources,
     *,
@@ -303,14 +382,25 @@ def export_command(
     output: str,
     poll: float = 1.0,
     out: TextIO | None = None,
+    out_dir: Path | None = None,
 ) -> int:
     stream = out if out is not None else sys.stdout
     exporter = Exporter(sources)
-    if apply:
-        api = api_client(kubeconfig)
+    if out_dir is not None:
+        check_out_dir(out_dir)
 
         def publish(obj: dict[str, Any]) -> None:
-            what = apply_nrt(api, obj)
+            try:
+                path = write_object(out_dir, obj, output)
+            except OSError as e:
+                raise InputError(f"cannot write there: {e.strerror or e}", "--out") from None
+            print(f"numalign export: wrote {path}", file=sys.stderr)
+    elif apply:
+        api = api_client(kubeconfig)
+        warned: set[str] = set()
+
+        def publish(obj: dict[str, Any]) -> None:
+            what = apply_nrt(api, obj, warned=warned)
             print(f"numalign export: {what} noderesourcetopology/{obj['metadata']['name']}",
                   file=sys.stderr)
     else:

@@ -21,8 +21,8 @@ means them and decides the kubelet's policies per node (the table is in docs/kub
   of them unhealthy. A resource in no zone is a device plugin without topology: the engine
   admits it without alignment (the kubelet gives it no hint; scheduler-plugins treats it as
   host-level), and the default scheduler's fit check counts it. numalign's own NRTs list such
-  devices in ``numalign.io/devicesWithoutTopology`` (and how many are in use), so for them an
-  unknown resource is still refused as the kubelet refuses an unregistered one.
+  devices in ``numalign.io/devicesWithoutTopology`` (and how many are in use). A resource no
+  device plugin registered at all is admitted without devices, as the kubelet admits it.
 
 Node labels the engine reads (:data:`NODE_LABEL_KEYS`: the engine mode ``numalign.io/engine-mode``
 and Koordinator's ``node.koordinator.sh/numa-topology-policy``, ``cpu-bind-policy``,
@@ -61,11 +61,9 @@ from numalign.modes.koordinator.cpu import (
 from numalign.modes.koordinator.numa import KOORDINATOR_NODE_POLICY_LABEL
 from numalign.modes.registry import MODE_LABEL, family_of, parse_mode
 from numalign.node.admission import Node
-from numalign.node.state import NodeState
 from numalign.node.usage import ObservedUsage, apply_observed
 from numalign.resources.cpu import POLICY_NONE as CPU_NONE
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
-from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import POLICY_NONE as MEMORY_NONE
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 
@@ -100,27 +98,11 @@ Amounts = dict[int, dict[str, dict[str, int]]]
 
 class NrtNode(Node):
     """A node engine built from an NRT: the reserved CPUs are what the NRT shows (possibly
-    none); with ``lenient_devices``, requests for resources the machine has no device of are
-    admitted without devices (the kubelet's behaviour for a device plugin without topology)."""
+    none)."""
 
-    def __init__(self, machine: Machine, reserved: frozenset[int], lenient_devices: bool) -> None:
+    def __init__(self, machine: Machine, reserved: frozenset[int]) -> None:
         super().__init__(machine)
         self._reserved = reserved
-        self.lenient_devices = lenient_devices
-
-    def providers(self, state: NodeState) -> list[Any]:
-        out = super().providers(state)
-        if self.lenient_devices:
-            for p in out:
-                if isinstance(p, DeviceManager):
-                    p.strict_unknown_resources = False
-        return out
-
-
-def is_numalign_nrt(attrs: Mapping[str, str]) -> bool:
-    """Whether numalign's exporter wrote the object (it states every kubelet policy and
-    lists every device, so nothing needs inferring)."""
-    return ATTR_CPU_POLICY in attrs and ATTR_MEMORY_POLICY in attrs
 
 
 def attr_map(items: object) -> dict[str, str]:
@@ -311,8 +293,7 @@ def engine_from_nrt(obj: object) -> Node:
     labels = node_labels(obj, attrs)
     machine = replace(machine, devices=_unhealthy(machine, amounts), kubelet=kubelet,
                       labels=labels, annotations=node_annotations(obj, labels))
-    own = is_numalign_nrt(attrs)
-    node = NrtNode(machine, reserved, lenient_devices=not own)
+    node = NrtNode(machine, reserved)
     observed = observed_usage(amounts, zone_attrs)
     if ATTR_NO_TOPOLOGY_IN_USE in attrs:
         where = f"attributes.{ATTR_NO_TOPOLOGY_IN_USE}"

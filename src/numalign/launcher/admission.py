@@ -1,8 +1,8 @@
 """Admission of a run's pod through the node engine, under the shared state's lock.
 
-No alignment logic here: :meth:`numalign.node.admission.Node.admit` decides - the kubelet's
-predicate admission first (``OutOfcpu``: the request does not fit the machine's allocatable
-next to the runs already there), then the Topology Manager. Before every try, runs whose
+No alignment logic here: :meth:`numalign.node.admission.Node.admit` decides, in the kubelet's
+order - the Topology Manager first, then the predicate admission (``OutOfcpu``: the request
+does not fit the machine's allocatable next to the runs already there). Before every try, runs whose
 launcher is gone are reclaimed (:func:`numalign.launcher.runs.reclaim`).
 
 A rejection says the kubelet's reason and message, then the cause in words
@@ -40,32 +40,44 @@ class LaunchRejected(NumalignError):
         self.reason = reason
 
 
-def rejection_cause(result: PodResult, node: Node, runs: Mapping[str, Mapping[str, Any]]) -> str:
-    """Why ``result`` was refused, in words (empty when there is nothing to add)."""
+def _capacity_text(res: str, node: Node) -> str:
+    """What the machine has of ``res``, in words."""
     from numalign.inputs.cpulist import format_cpulist
     from numalign.inputs.quantity import format_amount, format_bytes_human
+
+    have = node.allocatable.get(res, 0)
+    if res == "cpu":
+        reserved = node.reserved_cpus
+        text = f"the machine has {have / 1000:g} allocatable CPUs"
+        if reserved:
+            text += (f" (CPU{'s' if len(reserved) > 1 else ''} {format_cpulist(reserved)} "
+                     f"{'are' if len(reserved) > 1 else 'is'} reserved)")
+        return text
+    if res == "memory":
+        return f"the machine has {format_bytes_human(have)} of allocatable memory"
+    if res == "pods":
+        return f"the machine admits at most {have} pods (maxPods)"
+    return f"the machine has {format_amount(res, have)} {res}"
+
+
+def rejection_cause(result: PodResult, node: Node, runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """Why ``result`` was refused, in words (empty when there is nothing to add)."""
+    from numalign.node.predicates import fits
+    from numalign.pods.model import effective_pod_requests
 
     parts: list[str] = []
     reason = result.reason or ""
     if reason.startswith("OutOf"):
-        res = reason.removeprefix("OutOf")
-        have = node.allocatable.get(res, 0)
-        if res == "cpu":
-            reserved = node.reserved_cpus
-            text = f"the machine has {have / 1000:g} allocatable CPUs"
-            if reserved:
-                text += (f" (CPU{'s' if len(reserved) > 1 else ''} {format_cpulist(reserved)} "
-                         f"{'are' if len(reserved) > 1 else 'is'} reserved)")
-            parts.append(text)
-        elif res == "memory":
-            parts.append(f"the machine has {format_bytes_human(have)} of allocatable memory")
-        elif res == "pods":
-            parts.append(f"the machine admits at most {have} pods (maxPods)")
-        else:
-            parts.append(f"the machine has {format_amount(res, have)} {res}")
+        parts.append(_capacity_text(reason.removeprefix("OutOf"), node))
     elif reason == "TopologyAffinityError" and result.policy in ("restricted", "single-numa-node"):
-        parts.append(f"the {result.policy} policy allows no placement of this request now; "
-                     "try --policy best-effort")
+        # the kubelet's Topology Manager answers first; say when the request is over the
+        # machine's allocatable as well, where no policy would help
+        over = fits(node.allocatable, effective_pod_requests(result.pod), {}, 0)
+        if over:
+            parts.extend(_capacity_text(s.resource, node) for s in over)
+        else:
+            parts.append(f"the {result.policy} policy allows no placement of this request now; "
+                         "try --policy best-effort")
     holders = [(key, rec.get("pid")) for key, rec in sorted(runs.items())
                if any(p.key == key for p in node.state.pods.values())]
     if holders:

@@ -28,13 +28,15 @@ NOMINAL_MEMORY = 1 << 20
 HUGEPAGE_RESOURCES = ("hugepages-1Gi", "hugepages-2Mi")
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915")
 _ANN = "numalign.io/"
+#: what a non-positive amount is called in its error: memory, hugepages
+_AMOUNT = ("a memory amount", "a hugepage amount")
 
 
 def _quantity(value: int | str, where: str) -> int:
     """A positive quantity (``4Gi``, ``512Mi``, bytes) as an integer."""
     q = parse_quantity(value, where)
     if q <= 0:
-        raise InputError(f"must be positive, got {value!r}", where)
+        raise InputError(f"{_AMOUNT[where != 'memory']} must be positive, got {value!r}", where)
     return quantity_int(q)
 
 
@@ -63,12 +65,12 @@ class LaunchRequest:
         if cpus < 1:
             raise InputError(f"must be at least 1, got {cpus}", "cpus")
         if self.memory is not None and _count(self.memory, "memory", "a whole number of bytes") <= 0:
-            raise InputError(f"must be positive, got {self.memory!r}", "memory")
+            raise InputError(f"{_AMOUNT[0]} must be positive, got {self.memory!r}", "memory")
         for res, size in self.hugepages.items():
             if res not in HUGEPAGE_RESOURCES:
                 raise InputError(f"expected one of {', '.join(HUGEPAGE_RESOURCES)}", f"hugepages.{res}")
             if _count(size, res, "a whole number of bytes") <= 0:
-                raise InputError(f"must be positive, got {size!r}", res)
+                raise InputError(f"{_AMOUNT[1]} must be positive, got {size!r}", res)
         if _count(self.gpus, "gpus", "a whole number") < 0:
             raise InputError(f"must be non-negative, got {self.gpus}", "gpus")
         for res, n in self.devices.items():

@@ -78,21 +78,12 @@ def run_record(ident: Identity, command: Sequence[str]) -> dict[str, Any]:
 # ------------------------------------------------------------------------ state directories
 
 
-def default_state_base() -> Path:
-    if os.geteuid() == 0:
-        return Path("/run/numalign")
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg):
-        return Path(xdg) / "numalign"
-    return Path(f"/tmp/numalign-{os.getuid()}")
-
-
 def state_dir_for(explicit: str | Path | None, machine: Machine, live: bool) -> Path:
     """``explicit``; else the default base for the live machine, and a subdirectory per
     machine fingerprint for a spec or a capture (their state never mixes with the host's)."""
     if explicit:
         return Path(explicit)
-    base = default_state_base()
+    base = store.default_state_base()
     if live:
         return base
     from numalign.node.admission import machine_fingerprint
@@ -105,7 +96,7 @@ def state_dirs(explicit: str | Path | None) -> list[Path]:
     """``explicit``, else every state directory under the default base that has a state."""
     if explicit:
         return [Path(explicit)]
-    base = default_state_base()
+    base = store.default_state_base()
     dirs = [base] if (base / "state.json").exists() else []
     machines = base / "machines"
     if machines.is_dir():

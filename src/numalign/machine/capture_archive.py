@@ -228,9 +228,14 @@ def extract_capture(tarball: str | Path, dest: str | Path) -> Path:
     dest = Path(dest)
     try:
         _check_size(tarball)
-        with tarfile.open(tarball, "r:*") as tf:
+        with _open_tar(tarball) as tf:
             safe: list[tarfile.TarInfo] = []
             for member in _members(tf, tarball):
+                # the lexical checks first (cheap): most of a capture is not wanted, and the
+                # data filter resolves every path on disk
+                name = _data_name(member)
+                if name is None or not _wanted_name(name, member.isfile()):
+                    continue
                 try:
                     checked = tarfile.data_filter(member, str(dest))
                 except tarfile.FilterError:

@@ -67,6 +67,14 @@ def _bool_map(value: object, path: str) -> dict[str, bool]:
     return out
 
 
+def _integer(value: object, path: str) -> int:
+    """A Go integer field (``maxPods`` is an int32): a JSON number without a fraction; its
+    range is the machine spec's check."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"expected an integer, got {_kind(value)} {value!r}", path)
+    return value
+
+
 def _quantity(value: object, path: str) -> str | int | float:
     """A ``resource.Quantity``: a string or a JSON number."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
@@ -110,6 +118,7 @@ MODELLED_FIELDS: dict[str, Callable[[object, str], Any]] = {
     "kubeReserved": _string_map,
     "systemReserved": _string_map,
     "evictionHard": _string_map,
+    "maxPods": _integer,
     "featureGates": _bool_map,
 }
 

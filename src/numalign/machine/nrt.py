@@ -35,6 +35,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from numalign.engine.bitmask import MAX_NUMA_ID
 from numalign.errors import InputError
 from numalign.inputs.cpulist import format_cpulist, parse_cpulist
 from numalign.inputs.documents import read_yaml_documents
@@ -245,6 +246,11 @@ LIMIT_MAX_NUMA_NODES = 1024
 HOST_LEVEL_RESOURCES = frozenset({"ephemeral-storage", "storage", "pods"})
 #: the most devices (or CPUs) one zone may claim; more is hostile input, not hardware
 MAX_ZONE_COUNT = 1 << 16
+#: the most zones (and costs per zone) an NRT may list: one per NUMA node id numalign accepts
+MAX_ZONES = MAX_NUMA_ID + 1
+#: the most CPUs and devices of one node, all zones together (a machine spec's caps)
+MAX_NODE_CPUS = 1 << 16
+MAX_NODE_DEVICES = 1 << 16
 
 
 def is_zone_device_resource(name: str) -> bool:
@@ -333,6 +339,15 @@ def nrt_to_machine(obj: object) -> Machine:
     zones_raw = obj.get("zones")
     if not isinstance(zones_raw, list):
         raise InputError("required list", "zones")
+    # sizes first: nothing below is parsed for an object beyond them
+    if len(zones_raw) > MAX_ZONES:
+        raise InputError(f"{len(zones_raw)} zones: more than numalign accepts ({MAX_ZONES}, one "
+                         f"per NUMA node id 0-{MAX_NUMA_ID})", "zones")
+    for i, z in enumerate(zones_raw):
+        costs = z.get("costs") if isinstance(z, dict) else None
+        if isinstance(costs, list) and len(costs) > MAX_ZONES:
+            raise InputError(f"{len(costs)} costs: more than numalign accepts ({MAX_ZONES})",
+                             f"zones[{i}].costs")
     parsed: list[tuple[int, dict[str, Any], str]] = []
     for i, z in enumerate(zones_raw):
         where = f"zones[{i}]"
@@ -345,6 +360,8 @@ def nrt_to_machine(obj: object) -> Machine:
             raise InputError(
                 f"a Node zone must be named node-<id>, got {z.get('name')!r}", f"{where}.name"
             )
+        if len(m.group(1)) > 4 or int(m.group(1)) > MAX_NUMA_ID:
+            raise InputError(f"NUMA node id {m.group(1)[:12]} is above {MAX_NUMA_ID}", f"{where}.name")
         parsed.append((int(m.group(1)), z, where))
     if not parsed:
         raise InputError("no zone of type Node", "zones")
@@ -383,6 +400,8 @@ def nrt_to_machine(obj: object) -> Machine:
                 n_cpus = int(q)
                 if n_cpus > MAX_ZONE_COUNT:
                     raise InputError(f"more than {MAX_ZONE_COUNT} CPUs in one zone", f"{rw}.capacity")
+                if len(cpus) + n_cpus > MAX_NODE_CPUS:
+                    raise InputError(f"more than {MAX_NODE_CPUS} CPUs in all zones", f"{rw}.capacity")
             elif rname == MEMORY:
                 memory = quantity_int(q)
             elif is_hugepages_resource(rname):
@@ -391,6 +410,9 @@ def nrt_to_machine(obj: object) -> Machine:
                 count = quantity_int(q)
                 if count > MAX_ZONE_COUNT:
                     raise InputError(f"more than {MAX_ZONE_COUNT} devices in one zone", f"{rw}.capacity")
+                if len(devices) + count > MAX_NODE_DEVICES:
+                    raise InputError(f"more than {MAX_NODE_DEVICES} devices in all zones",
+                                     f"{rw}.capacity")
                 short = rname.rsplit("/", 1)[-1]
                 devices.extend(
                     Device(resource=rname, id=f"{short}-node{nid}-{k}", numa=(nid,))
@@ -464,7 +486,11 @@ def nrt_to_machine(obj: object) -> Machine:
 
 def load_nrt(path: str) -> Machine:
     """Read a NodeResourceTopology YAML or JSON file (the first document)."""
-    docs = [d for d in read_yaml_documents(path, invalid="malformed YAML") if d is not None]
+    # no list longer than an NRT's longest (zones, costs): refused while parsing
+    docs = [d for d in read_yaml_documents(
+        path, invalid="malformed YAML", max_items=MAX_ZONES,
+        why=f" (an NRT has at most {MAX_ZONES} zones, one per NUMA node id, and as many costs "
+            "per zone)") if d is not None]
     if not docs:
         raise InputError("empty document", path)
     doc = docs[0]

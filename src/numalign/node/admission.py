@@ -6,9 +6,15 @@ the copy replaces the state only if every container of the pod was admitted and 
 (The kubelet keeps the allocations of a rejected pod's earlier containers until its managers'
 stale-state cleanup runs; numalign never leaks them.)
 
-Before the Topology Manager, the kubelet's predicate admission (:mod:`numalign.node.predicates`)
-checks that the pod fits the node at all (pod count, cpu, memory, hugepages, devices against
-node allocatable and the requests of the pods already admitted): ``OutOfcpu`` and friends.
+The kubelet's admit handlers run in the order of the node's rules (``NodeRules.chain``, the
+kubelet's registration order in ``pkg/kubelet/kubelet.go``), and the first rejection is the
+pod's: the resource allocation handler - the Topology Manager, which merges the providers'
+hints and then calls every provider's ``Allocate`` (``TopologyAffinityError``,
+``SMTAlignmentError``, ``UnexpectedAdmissionError``) - then the predicate admission
+(:mod:`numalign.node.predicates`: pod count, cpu, memory, hugepages, extended resources against
+node allocatable and the pods already admitted, ``OutOfcpu`` and friends). A pod the predicates
+refuse after the Topology Manager allocated for it keeps nothing (all-or-nothing; the kubelet
+leaves that allocation to its managers' stale-state cleanup).
 
 Provider order is the kubelet's: device manager, CPU manager, memory manager.
 """
@@ -28,8 +34,8 @@ from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
 from numalign.modes.registry import Mode
 from numalign.node.plan_cache import PlanCache, plan_key
-from numalign.node.predicates import fits
-from numalign.node.rules import DYNAMIC, resolve_rules
+from numalign.node.predicates import Insufficient, fits
+from numalign.node.rules import DYNAMIC, AdmissionStep, resolve_rules
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.node.usage import container_usage
 from numalign.pods import Pod, effective_pod_requests
@@ -170,9 +176,11 @@ class Node:
     def validate_state(self) -> None:
         """The kubelet managers' start-up validation of a loaded state, plus numalign's own:
         no CPU or device held by two pods, devices that exist. Raises :class:`StateError`."""
-        CpuManager(self.machine, self.state.cpu, reserved=self.reserved_cpus).validate_state()
+        kinds = {uid: {c.name: c.kind for c in p.containers if c.kind is not None}
+                 for uid, p in self.state.pods.items()}
+        CpuManager(self.machine, self.state.cpu, reserved=self.reserved_cpus).validate_state(kinds)
         MemoryManager(self.machine, self.state.memory).validate_state()
-        DeviceManager(self.machine, self.state.devices).validate_state()
+        DeviceManager(self.machine, self.state.devices).validate_state(kinds)
 
     # --------------------------------------------------------------- admission
 
@@ -195,12 +203,33 @@ class Node:
             return PodResult(pod, False, "UnexpectedAdmissionError",
                              f"pod {pod.key} is already admitted on this node", policy=pol, scope=sc), None
         requests = {r: v for r, v in effective_pod_requests(pod).items() if v > 0}
+        result: PodResult | None = None
+        planned: NodeState | None = None
+        for step in self.rules.chain:  # the kubelet's admit handlers, first rejection wins
+            if step is AdmissionStep.PREDICATES:
+                short = self._predicates(requests)
+                if short:
+                    return PodResult(pod, False, short[0].reason, short[0].message, policy=pol,
+                                     scope=sc), None
+            else:
+                result, planned = self._topology_manager(pod, policy, scope, requests, explain)
+                if planned is None:
+                    return result, None
+        assert result is not None, "the admission chain runs the Topology Manager"
+        return result, planned
+
+    def _predicates(self, requests: Mapping[str, int]) -> list[Insufficient]:
+        """The predicate admit handler's node fit (``OutOfcpu`` and friends)."""
+        if not self.check_node_fit:
+            return []
         used, count = self.requested()
-        short = fits(self.allocatable, requests, used, count) if self.check_node_fit else []
-        if short:
-            return PodResult(pod, False, short[0].reason, short[0].message, policy=pol,
-                             scope=sc), None
-        # past predicate admission, the decision reads only the managers' states and the pod
+        return fits(self.allocatable, requests, used, count)
+
+    def _topology_manager(
+        self, pod: Pod, policy: TopologyPolicy, scope: Scope, requests: dict[str, int], explain: bool
+    ) -> tuple[PodResult, NodeState | None]:
+        """The resource allocation admit handler (the Topology Manager), through the plan cache:
+        its decision reads only the managers' states and the pod."""
         cache = None if explain else self.plan_cache
         if cache is None:
             return self._plan(pod, policy, scope, requests, explain)
@@ -223,7 +252,7 @@ class Node:
     def _plan(
         self, pod: Pod, policy: TopologyPolicy, scope: Scope, requests: dict[str, int], explain: bool
     ) -> tuple[PodResult, NodeState | None]:
-        """The Topology Manager's admission on a copy of the state (predicates passed)."""
+        """The Topology Manager's admission on a copy of the state."""
         pol, sc = policy.policy.value, scope.value
         work = self.state.copy()
         try:
@@ -236,10 +265,11 @@ class Node:
         except AdmissionError as e:
             return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc), None
         results = tuple(self._container_result(work, pod, d, explain) for d in decisions)
+        kinds = {c.name: c.kind.value for c in pod.containers}
         work.pods[pod.uid] = PodRecord(
             pod.uid, pod.key, pol, sc,
             tuple(ContainerRecord(r.name, None if r.affinity is None else tuple(ids_of(r.affinity)),
-                                  r.preferred) for r in results),
+                                  r.preferred, kinds.get(r.name)) for r in results),
             requests=requests,
         )
         return PodResult(pod, True, None, None, policy=pol, scope=sc, containers=results), work

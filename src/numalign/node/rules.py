@@ -50,8 +50,10 @@ class AdmissionStep(StrEnum):
     TOPOLOGY_MANAGER = "topology-manager"
 
 
-#: the order numalign admits in today
-ADMISSION_CHAIN = (AdmissionStep.PREDICATES, AdmissionStep.TOPOLOGY_MANAGER)
+#: the kubelet's order: ``pkg/kubelet/kubelet.go`` adds
+#: ``containerManager.GetAllocateResourcesPodAdmitHandler()`` before
+#: ``lifecycle.NewPredicateAdmitHandler(...)`` and ``canAdmitPod`` stops at the first rejection
+ADMISSION_CHAIN = (AdmissionStep.TOPOLOGY_MANAGER, AdmissionStep.PREDICATES)
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,14 @@ from typing import Any
 
 from numalign.errors import InputError, StateError
 from numalign.machine.model import Machine
+from numalign.pods import ContainerKind
 from numalign.resources.cpu import new_cpu_state
 from numalign.resources.cpu_state import CpuState
 from numalign.resources.devices import DeviceState
 from numalign.resources.memory import new_memory_state
 from numalign.resources.memory_state import MemoryState
+
+CONTAINER_KINDS = tuple(k.value for k in ContainerKind)
 
 
 @dataclass(frozen=True)
@@ -30,13 +33,19 @@ class ContainerRecord:
     name: str
     affinity: tuple[int, ...] | None = None
     preferred: bool = False
+    #: ``init``, ``sidecar`` or ``app`` (:class:`~numalign.pods.ContainerKind`); None in states
+    #: written before it was kept. Which containers may share a device depends on it.
+    kind: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "affinity": None if self.affinity is None else list(self.affinity),
             "preferred": self.preferred,
         }
+        if self.kind is not None:
+            out["kind"] = self.kind
+        return out
 
     @staticmethod
     def from_dict(d: object, where: str) -> ContainerRecord:
@@ -56,7 +65,10 @@ class ContainerRecord:
         preferred = d.get("preferred", False)
         if not isinstance(preferred, bool):
             raise InputError("expected true or false", f"{where}.preferred")
-        return ContainerRecord(name, affinity, preferred)
+        kind = d.get("kind")
+        if kind is not None and kind not in CONTAINER_KINDS:
+            raise InputError(f"expected one of {', '.join(CONTAINER_KINDS)}", f"{where}.kind")
+        return ContainerRecord(name, affinity, preferred, kind)
 
 
 @dataclass(frozen=True)

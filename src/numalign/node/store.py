@@ -56,30 +56,65 @@ DEFAULT_LOCK_TIMEOUT = 60.0
 _POLL = 0.05
 
 
+def default_state_base() -> Path:
+    """Where ``numalign run`` and ``ps`` keep state without ``--state-dir``: ``/run/numalign``
+    for root, else ``$XDG_RUNTIME_DIR/numalign``, else ``/tmp/numalign-$UID``."""
+    if os.geteuid() == 0:
+        return Path("/run/numalign")
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / "numalign"
+    return Path(f"/tmp/numalign-{os.getuid()}")
+
+
 def check_directory(state_dir: Path, *, create: bool = True) -> None:
     """Refuse a state directory another user could tamper with.
 
     It is created (mode 0700) if missing; it must be a real directory (not a symlink), owned
     by the effective user and not writable by group or others. Root is held to the same rule:
-    a directory planted by another user is never trusted.
+    a directory planted by another user is never trusted. Under the default base
+    (:func:`default_state_base`, e.g. ``/tmp/numalign-$UID``, which another user could create
+    first in a shared ``/tmp``) the base and every directory below it on the way are held to
+    the same rule, and created the same way: whoever can write to one of them could swap the
+    state directory after it was checked.
     """
-    try:
-        if create and not os.path.lexists(state_dir):
+    base = default_state_base()
+    where = os.path.abspath(state_dir)
+    top = os.path.abspath(base)
+    if where == top or where.startswith(top.rstrip(os.sep) + os.sep):
+        path = Path(top)
+        _check_one(path, create)
+        for part in Path(where).relative_to(top).parts:
+            path = path / part
+            _check_one(path, create)
+        return
+    if create and not os.path.lexists(state_dir):
+        try:
             state_dir.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StateError(f"{state_dir}: cannot use state directory: {e.strerror}") from None
+    _check_one(state_dir, create)
+
+
+def _check_one(path: Path, create: bool) -> None:
+    """One directory of a state directory's path: created 0700 if missing, then it must be
+    a directory (not a symlink), the user's, and not writable by group or others."""
+    try:
+        if create and not os.path.lexists(path):
             with contextlib.suppress(FileExistsError):
-                os.mkdir(state_dir, 0o700)
-        st = os.lstat(state_dir)
+                os.mkdir(path, 0o700)
+        st = os.lstat(path)
     except OSError as e:
-        raise StateError(f"{state_dir}: cannot use state directory: {e.strerror}") from None
+        raise StateError(f"{path}: cannot use state directory: {e.strerror}") from None
     if not stat.S_ISDIR(st.st_mode):
-        raise StateError(f"{state_dir}: not a directory (a symlink or file is refused)")
+        raise StateError(f"{path}: not a directory (a symlink or file is refused)")
     if st.st_uid != os.geteuid():
         raise StateError(
-            f"{state_dir}: owned by uid {st.st_uid}, not by you (uid {os.geteuid()}); refusing it"
+            f"{path}: owned by uid {st.st_uid}, not by you (uid {os.geteuid()}); refusing it"
         )
     if st.st_mode & 0o022:
         raise StateError(
-            f"{state_dir}: writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); "
+            f"{path}: writable by group or others (mode {stat.S_IMODE(st.st_mode):o}); "
             "refusing it (chmod go-w)"
         )
 

@@ -67,6 +67,7 @@ __all__ = [
 ]
 
 from numalign.resources.cpu_state import POLICY_NONE, POLICY_STATIC, CpuState
+from numalign.resources.sharing import check_sharing
 
 FULL_PCPUS_ONLY = "full-pcpus-only"
 DISTRIBUTE_CPUS_ACROSS_NUMA = "distribute-cpus-across-numa"
@@ -368,8 +369,11 @@ class CpuManager:
 
     # -- kubelet Start -------------------------------------------------------------------
 
-    def validate_state(self) -> None:
-        """kubelet ``staticPolicy.Start`` / ``validateState`` (messages verbatim).
+    def validate_state(self, kinds: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        """kubelet ``staticPolicy.Start`` / ``validateState`` (messages verbatim), and
+        numalign's own: no CPU held by two pods, nor by two containers of one pod unless the
+        kubelet's ``cpusToReuse`` handed it on (``kinds``: pod uid -> container -> kind where
+        known; :func:`~numalign.resources.sharing.check_sharing`).
 
         An empty state (no default set, no assignments) is initialised; otherwise the
         reserved CPUs must be in the default set (out of it with strict reservation), no
@@ -409,11 +413,16 @@ class CpuManager:
                     )
         owner: dict[int, str] = {}
         for uid, cs in st.assignments.items():
-            for cset in cs.values():
+            holders: dict[int, list[str]] = {}
+            for name, cset in cs.items():
                 for c in cset:
                     other = owner.setdefault(c, uid)
                     if other != uid:  # (a pod's app containers may reuse its init's CPUs)
                         raise StateError(f"CPU {c} is held exclusively by pods {other} and {uid}")
+                    holders.setdefault(c, []).append(name)
+            for c, names in sorted(holders.items()):
+                if len(names) > 1:
+                    check_sharing(f"CPU {c}", uid, names, (kinds or {}).get(uid))
         known = set(default) | st.assigned_cpus()
         if known != all_cpus:
             raise StateError(

@@ -25,22 +25,32 @@ is modelled). The kubelet picks inside each class in Go set order (random); numa
 deterministic: inside a class it prefers a device sharing a ``pcie_root`` with devices
 already chosen for this container, else it starts the PCIe root that best fits the remaining
 count (the smallest root that can hold it all, else the largest), ties broken by the natural
-order of device ids (``gpu2`` before ``gpu10``). Class order is never traded for PCIe
-locality, so alignment to the hint is kept whenever the kubelet would keep it.
+order of device ids (``gpu2`` before ``gpu10``; ids of equal natural order, ``gpu01`` and
+``gpu1``, by their text). Class order is never traded for PCIe locality, so alignment to the
+hint is kept whenever the kubelet would keep it.
 
-Extended resources the machine has no device of at all: the kubelet's device manager skips
-them and its predicate admission drops "missing extended resources", so such a pod is
-admitted without devices. numalign rejects it by default (``strict_unknown_resources``) with
-the device manager's message for an unregistered resource, ``UnexpectedAdmissionError``
-"Allocate failed due to cannot allocate unregistered device <name>, which is unexpected";
-pass ``strict_unknown_resources=False`` for the kubelet's lenient behaviour.
+The work is linear in the devices (and a logarithm): each machine has a
+:class:`ResourceIndex` per resource, made once (natural rank, NUMA mask, PCIe root of every
+device); hints count devices per distinct NUMA mask; the PCIe-aware pick keeps the roots in use
+in a heap of their next devices and the roots not yet started in buckets by size
+(``tests/test_devices_linear.py`` checks the decisions against the former quadratic code and
+counts the work).
+
+Extended resources no device plugin ever registered (the machine has no device of them, and
+none is allocated in the state): the kubelet's device manager skips them
+(``isDevicePluginResource``) and its predicate admission drops "missing extended resources", so
+such a pod is admitted without devices. ``cannot allocate unregistered device <name>`` is only
+for a resource the manager knows from its state whose devices are gone (a plugin that did not
+come back after a restart); ``no healthy devices present`` for one whose devices are all
+unhealthy.
 """
 
 from __future__ import annotations
 
-import re
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 from typing import Any
 
 from numalign.engine.bitmask import mask_of
@@ -50,13 +60,24 @@ from numalign.engine.merge_search import Family, min_size
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.machine.model import Device, Machine
 from numalign.pods import Container, ContainerKind, Pod
+from numalign.resources.device_index import (
+    EMPTY_INDEX,
+    ResourceIndex,
+    device_sort_key,
+    machine_index,
+    mask_items,
+)
+from numalign.resources.sharing import check_sharing
 
 __all__ = [
     "DeviceManager",
     "DeviceState",
+    "ResourceIndex",
     "device_sort_key",
     "generate_hints",
     "is_extended_resource",
+    "machine_index",
+    "mask_items",
     "pod_limits",
 ]
 
@@ -67,15 +88,6 @@ def is_extended_resource(name: str) -> bool:
         return False
     domain = name.split("/", 1)[0]
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
-
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def device_sort_key(device_id: str) -> tuple[tuple[int, int | str], ...]:
-    """Natural order of device ids: ``gpu2`` < ``gpu10``."""
-    parts = _DIGITS.split(device_id)
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p != "")
 
 
 def pod_limits(pod: Pod) -> dict[str, int]:
@@ -214,20 +226,43 @@ class DeviceState:
 # --------------------------------------------------------------------------------------------
 
 
-def _min_affinity_size(nodes: list[int], device_masks: list[int], request: int) -> int:
+def _min_affinity_size(nodes: list[int], items: tuple[tuple[int, int], ...], request: int) -> int:
     """Smallest popcount of a mask touching at least ``request`` of the devices (kubelet
     ``minAffinitySize``, initialised to the number of NUMA nodes). The same search as the
-    merge's: devices are items worth one, no mask is listed."""
+    merge's: ``items`` are (mask, device count), no mask is listed."""
     n = len(nodes)
     if request <= 0:
         return 1 if n else 0
-    masks = [m for m in device_masks if m]
-    if len(masks) < request:
+    if sum(c for _, c in items) < request:
         return n
-    demand = Demand((tuple((m, 1) for m in masks),), (request,))
+    demand = Demand((items,), (request,))
     gen = GeneratedHints(tuple(nodes), mask_of(nodes), demand.feasible, 1, demand=demand)
     found = min_size(Family(gen), Budget())
     return n if found is None else found
+
+
+def _hints_of(
+    nodes: Iterable[int],
+    all_items: tuple[tuple[int, int], ...],
+    available: tuple[tuple[int, int], ...],
+    reuse_masks: list[int],
+    request: int,
+) -> ResourceHints:
+    node_list = sorted(nodes)
+    preferred = _min_affinity_size(node_list, all_items, request)
+    # as data: one item per distinct NUMA mask of the available devices (worth their count),
+    # the reusable devices' nodes touched
+    demand = Demand((available,), (request - len(reuse_masks),), touch=tuple(reuse_masks))
+    gen = GeneratedHints(
+        nodes=tuple(node_list),
+        universe=mask_of(node_list),
+        feasible=demand.feasible,
+        preferred_size=preferred,
+        demand=demand,
+    )
+    if gen.is_empty():
+        return []
+    return gen
 
 
 def generate_hints(
@@ -238,27 +273,13 @@ def generate_hints(
     request: int,
 ) -> ResourceHints:
     """kubelet ``generateDeviceTopologyHints`` as a rule (``[]`` when no mask qualifies)."""
-    node_list = sorted(nodes)
-    min_size = _min_affinity_size(node_list, [mask_of(d.numa) for d in all_devices], request)
-    reuse_masks = [mask_of(d.numa) for d in reusable if d.numa]
-    avail_masks = [mask_of(d.numa) for d in available if d.numa]
-    # as data: one item per available device (its NUMA mask, worth one device), the
-    # reusable devices' nodes touched
-    demand = Demand(
-        (tuple((m, 1) for m in avail_masks),),
-        (request - len(reuse_masks),),
-        touch=tuple(reuse_masks),
+    return _hints_of(
+        nodes,
+        mask_items(mask_of(d.numa) for d in all_devices),
+        mask_items(mask_of(d.numa) for d in available),
+        [mask_of(d.numa) for d in reusable if d.numa],
+        request,
     )
-    gen = GeneratedHints(
-        nodes=tuple(node_list),
-        universe=mask_of(node_list),
-        feasible=demand.feasible,
-        preferred_size=min_size,
-        demand=demand,
-    )
-    if gen.is_empty():
-        return []
-    return gen
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,46 +300,54 @@ class DeviceManager:
         self,
         machine: Machine,
         state: DeviceState | None = None,
-        *,
-        strict_unknown_resources: bool = True,
     ) -> None:
         self.machine = machine
         self.state = state if state is not None else DeviceState()
-        self.strict_unknown_resources = strict_unknown_resources
-        self._devices: dict[str, dict[str, Device]] = {}
-        for d in machine.devices:
-            self._devices.setdefault(d.resource, {})[d.id] = d
+        self._index = machine_index(machine)
 
-    def validate_state(self) -> None:
+    def validate_state(self, kinds: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """A loaded state must name devices the machine has, and no device may be held by two
-        pods (a pod's later containers may reuse its init containers' devices)."""
+        pods. Within a pod, several containers hold one device only as the kubelet's
+        ``devicesToReuse`` hands it on: regular init containers, then at most one other
+        container (its devices leave the reusable set). ``kinds``: pod uid -> container ->
+        ``init``/``sidecar``/``app`` where the state knows it (a holder of unknown kind is not
+        judged)."""
         owner: dict[tuple[str, str], str] = {}
+        holders: dict[tuple[str, str], list[str]] = {}
         for uid, per_container in self.state.allocated.items():
             for cname, per_res in per_container.items():
                 for res, ids in per_res.items():
                     for i in ids:
-                        if i not in self._devices.get(res, {}):
+                        if i not in self._ix(res).by_id:
                             raise StateError(
                                 f"pod {uid} container {cname}: device {res}/{i} is not on this machine"
                             )
                         other = owner.setdefault((res, i), uid)
                         if other != uid:
                             raise StateError(f"device {res}/{i} is held by pods {other} and {uid}")
+                        holders.setdefault((res, i), []).append(cname)
+        for (res, i), names in holders.items():
+            if len(names) > 1:
+                uid = owner[(res, i)]
+                check_sharing(f"device {res}/{i}", uid, names, (kinds or {}).get(uid))
 
     # -- helpers -------------------------------------------------------------------------
 
+    def _ix(self, resource: str) -> ResourceIndex:
+        return self._index.get(resource, EMPTY_INDEX)
+
     def is_device_resource(self, resource: str) -> bool:
         """kubelet ``isDevicePluginResource``: registered, or still allocated."""
-        return resource in self._devices or resource in self.state.resources()
+        return resource in self._index or resource in self.state.resources()
 
     def _has_topology(self, resource: str) -> bool:
-        return any(d.numa for d in self._devices.get(resource, {}).values())
+        return self._ix(resource).topology
 
-    def _healthy(self, resource: str) -> set[str]:
-        return {i for i, d in self._devices.get(resource, {}).items() if d.healthy}
+    def _healthy(self, resource: str) -> frozenset[str]:
+        return self._ix(resource).healthy
 
     def _device(self, resource: str, device_id: str) -> Device:
-        d = self._devices.get(resource, {}).get(device_id)
+        d = self._ix(resource).by_id.get(device_id)
         return d if d is not None else Device(resource, device_id)
 
     def _requests(self, limits: Mapping[str, int]) -> dict[str, int]:
@@ -327,11 +356,13 @@ class DeviceManager:
     def _generate(
         self, resource: str, available: Iterable[str], reusable: Iterable[str], request: int
     ) -> ResourceHints:
-        return generate_hints(
+        ix = self._ix(resource)
+        mask = ix.mask.get
+        return _hints_of(
             self.machine.node_ids,
-            self._devices.get(resource, {}).values(),
-            [self._device(resource, i) for i in available],
-            [self._device(resource, i) for i in reusable],
+            ix.all_items,
+            mask_items(map(mask, available)),
+            [m for m in map(mask, reusable) if m],
             request,
         )
 
@@ -390,6 +421,16 @@ class DeviceManager:
         self.state.allocated = work.allocated
         self.state.reusable = work.reusable
 
+    def _sorted(self, resource: str, ids: Iterable[str]) -> list[str]:
+        """``ids`` in natural order (ids the machine lacks: by :func:`device_sort_key`, last)."""
+        rank = self._ix(resource).rank
+        known = [i for i in ids if i in rank]
+        unknown = [i for i in ids if i not in rank] if not isinstance(ids, list) or len(known) != len(ids) else []
+        known.sort(key=rank.__getitem__)
+        if unknown:
+            known += sorted(unknown, key=lambda i: (device_sort_key(i), i))
+        return known
+
     def _allocate_into(
         self, st: DeviceState, pod: Pod, container: Container, hint: TopologyHint
     ) -> None:
@@ -397,19 +438,13 @@ class DeviceManager:
         for uid in list(st.reusable):
             if uid != pod.uid:
                 del st.reusable[uid]
-        if self.strict_unknown_resources:
-            for r in sorted(container.limits):
-                if is_extended_resource(r) and not self.is_device_resource(r):
-                    raise _DeviceError(f"cannot allocate unregistered device {r}")
         for resource, needed in sorted(self._requests(container.limits).items()):
             chosen = self._devices_to_allocate(
                 st, pod.uid, container.name, resource, needed, reuse.get(resource, set()), hint
             )
             if chosen:
                 entry = st.allocated.setdefault(pod.uid, {}).setdefault(container.name, {})
-                entry[resource] = sorted(
-                    set(entry.get(resource, [])) | set(chosen), key=device_sort_key
-                )
+                entry[resource] = self._sorted(resource, set(entry.get(resource, [])) | set(chosen))
         mine = st.allocated.get(pod.uid, {}).get(container.name, {})
         if container.kind is ContainerKind.INIT:
             for r, ids in mine.items():
@@ -438,7 +473,7 @@ class DeviceManager:
                     f'pod "{pod_uid}" container "{container}" changed request for resource '
                     f'"{resource}" from {len(previous)} to {required}'
                 )
-        if resource not in self._devices:
+        if resource not in self._index:
             raise _DeviceError(f"cannot allocate unregistered device {resource}")
         healthy = self._healthy(resource)
         if not healthy:
@@ -453,7 +488,7 @@ class DeviceManager:
             return []
         chosen: list[str] = []
         # 1. devices of this pod's init containers (unhealthy ones are never handed out)
-        for d in sorted(reusable & healthy, key=device_sort_key):
+        for d in self._sorted(resource, reusable & healthy):
             if needed == 0:
                 return chosen
             chosen.append(d)
@@ -477,49 +512,83 @@ class DeviceManager:
         )
 
     def _filter_by_affinity(
-        self, resource: str, available: set[str], hint: TopologyHint
+        self, resource: str, available: set[str] | frozenset[str], hint: TopologyHint
     ) -> tuple[list[str], list[str], list[str]]:
         """kubelet ``filterByAffinity``: aligned (some NUMA node in the hint), unaligned (NUMA
         nodes, none in the hint), no affinity (no NUMA node); everything is "no affinity"
-        when the resource has no topology or the hint has no affinity."""
-        ids = sorted(available, key=device_sort_key)
-        if not self._has_topology(resource) or hint.affinity is None:
+        when the resource has no topology or the hint has no affinity. Each in natural order."""
+        ix = self._ix(resource)
+        ids = ix.natural(available)
+        if not ix.topology or hint.affinity is None:
             return [], [], ids
+        affinity = hint.affinity
+        mask = ix.mask
         aligned: list[str] = []
         unaligned: list[str] = []
         none: list[str] = []
         for i in ids:
-            d = self._device(resource, i)
-            if not d.numa:
+            m = mask[i]
+            if not m:
                 none.append(i)
-            elif mask_of(d.numa) & hint.affinity:
+            elif m & affinity:
                 aligned.append(i)
             else:
                 unaligned.append(i)
         return aligned, unaligned, none
 
     def _take(self, resource: str, group: list[str], needed: int, chosen: list[str]) -> int:
-        """Pick up to ``needed`` devices of one class, PCIe-root aware (see module doc)."""
-        left = list(group)
-        while needed > 0 and left:
-            roots = {self._device(resource, c).pcie_root for c in chosen} - {None}
-            same = [i for i in left if self._device(resource, i).pcie_root in roots]
-            if same:
-                pick = same[0]
+        """Pick up to ``needed`` devices of one class (``group``, in natural order), PCIe-root
+        aware (see module doc); appends them to ``chosen``, returns how many are still needed.
+
+        The rule, pick by pick: the first device (natural order) whose PCIe root is already
+        among the chosen devices' roots; if there is none, the first device of the root
+        group that best fits the remaining count - the smallest group holding it all, else
+        the largest, ties to the group whose first device comes first (a device without a
+        root is a group of its own). Linear in the group (and a logarithm): the groups are
+        made once; a root in use gives its devices in order through a heap of group heads;
+        groups not yet started keep their full size, so they wait in buckets by size, each
+        bucket in order of their first devices, and the fitting size is a bisection."""
+        if needed <= 0 or not group:
+            return needed
+        ix = self._ix(resource)
+        root_of = ix.root
+        if not ix.rooted:  # every device a group of its own: in order
+            take = group[:needed]
+            chosen += take
+            return needed - len(take)
+        roots = {root_of.get(c) for c in chosen}
+        roots.discard(None)
+        members: dict[object, list[int]] = {}  # group key -> positions in ``group``, ascending
+        for pos, i in enumerate(group):
+            r = root_of.get(i)
+            members.setdefault(r if r is not None else (None, pos), []).append(pos)
+        active: list[tuple[int, int, object]] = []  # (position of head, index in its list, key)
+        buckets: dict[int, list[object]] = {}  # size -> keys of unstarted groups, by first position
+        for key, positions in members.items():
+            if key in roots:
+                heappush(active, (positions[0], 0, key))
             else:
-                by_root: dict[str, list[str]] = {}
-                for i in left:
-                    root = self._device(resource, i).pcie_root
-                    by_root.setdefault(root if root is not None else f"\0{i}", []).append(i)
-                groups = list(by_root.values())
-                fitting = [g for g in groups if len(g) >= needed]
-                if fitting:
-                    best = min(fitting, key=lambda g: (len(g), device_sort_key(g[0])))
-                else:
-                    best = min(groups, key=lambda g: (-len(g), device_sort_key(g[0])))
-                pick = best[0]
-            chosen.append(pick)
-            left.remove(pick)
+                buckets.setdefault(len(positions), []).append(key)
+        sizes = sorted(buckets)
+        heads = dict.fromkeys(sizes, 0)  # size -> next unstarted group in its bucket
+        while needed > 0:
+            if active:
+                pos, k, key = heappop(active)
+            elif sizes:
+                j = bisect_left(sizes, needed)
+                size = sizes[j] if j < len(sizes) else sizes[-1]
+                key = buckets[size][heads[size]]
+                heads[size] += 1
+                if heads[size] == len(buckets[size]):
+                    sizes.remove(size)
+                k = 0
+                pos = members[key][0]
+            else:
+                break
+            positions = members[key]
+            if k + 1 < len(positions):  # its root is in use now: its next device is a head
+                heappush(active, (positions[k + 1], k + 1, key))
+            chosen.append(group[pos])
             needed -= 1
         return needed
 

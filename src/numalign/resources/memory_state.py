@@ -29,9 +29,23 @@ class Block:
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> Block:
         try:
-            return Block(tuple(int(i) for i in d["numaAffinity"]), str(d["type"]), int(d["size"]))
+            return Block(tuple(whole(i, "numaAffinity", signed=True) for i in d["numaAffinity"]),
+                         str(d["type"]), whole(d["size"], "size"))
         except (KeyError, TypeError, ValueError) as e:
             raise InputError(f"invalid memory block: {e}") from None
+
+
+def whole(value: Any, name: str, *, signed: bool = False) -> int:
+    """``value`` as the kubelet's checkpoint types it: a JSON integer within ``uint64`` (bytes)
+    or, ``signed``, ``int`` (counts, NUMA ids). A float (``1.5``, ``1e300``), a string or a
+    boolean is refused, as Go's decoder refuses it; raises ``ValueError`` naming ``name``."""
+    if type(value) is not int:
+        raise ValueError(f"{name}: expected an integer, got {type(value).__name__} {value!r:.40}")
+    low, high = (-(1 << 63), 1 << 63) if signed else (0, 1 << 64)
+    if not low <= value < high:
+        raise ValueError(f"{name}: {value!r:.40} is out of range "
+                         f"({'int64' if signed else 'uint64'})")
+    return value
 
 
 @dataclass(slots=True)
@@ -61,11 +75,11 @@ class MemoryTable:
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> MemoryTable:
         return MemoryTable(
-            int(d.get("total", 0)),
-            int(d.get("systemReserved", 0)),
-            int(d.get("allocatable", 0)),
-            int(d.get("reserved", 0)),
-            int(d.get("free", 0)),
+            whole(d.get("total", 0), "total"),
+            whole(d.get("systemReserved", 0), "systemReserved"),
+            whole(d.get("allocatable", 0), "allocatable"),
+            whole(d.get("reserved", 0), "reserved"),
+            whole(d.get("free", 0), "free"),
         )
 
 
@@ -106,9 +120,9 @@ class NodeMemoryState:
     def from_dict(d: Mapping[str, Any]) -> NodeMemoryState:
         mm = d.get("memoryMap") or {}
         return NodeMemoryState(
-            int(d.get("numberOfAssignments", 0)),
+            whole(d.get("numberOfAssignments", 0), "numberOfAssignments", signed=True),
             {str(k): MemoryTable.from_dict(v) for k, v in mm.items()},
-            [int(c) for c in (d.get("cells") or [])],
+            [whole(c, "cells", signed=True) for c in (d.get("cells") or [])],
         )
 
 

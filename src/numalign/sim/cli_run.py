@@ -1,5 +1,9 @@
 """``numalign simulate``: resolve cluster and workload, replay, print the table, write the report.
 
+:func:`simulation_summary` is the run itself, from a loaded cluster and workload to the
+``summary.json`` document; ``numalign sweep`` calls it for every cell, so a cell gives the
+numbers ``numalign simulate`` gives for the same parameters.
+
 The shared reference data (``traces/``) is found without assuming a source checkout:
 ``--shared DIR``, else ``$NUMALIGN_SHARED``, else ``./shared`` or ``../shared`` from the current
 directory (the first that holds ``traces/``). Only trace workloads without an explicit path
@@ -11,10 +15,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, TextIO
 
 from numalign.errors import InputError
+from numalign.machine.model import Machine
 from numalign.sim.cluster import resolve_cluster
 from numalign.sim.report import (
     NO_PLOTS,
@@ -25,8 +31,9 @@ from numalign.sim.report import (
     plotting_available,
     write_report,
 )
-from numalign.sim.runner import check_profiles, simulate
-from numalign.sim.sources import parse_workload_spec
+from numalign.sim.runner import Progress, SimResult, check_profiles, simulate
+from numalign.sim.sources import parse_workload_spec, seeded_spec
+from numalign.sim.workloads import Workload
 
 SHARED_ENV = "NUMALIGN_SHARED"
 
@@ -53,27 +60,37 @@ def find_shared(
     return None
 
 
-class _Bar:
-    """A one-line progress bar on stderr (only when it is a terminal, or forced)."""
+class ReplayProgress:
+    """The replay's progress on ``stream`` (stderr): on a terminal, a bar redrawn in place;
+    anywhere else (a log file, a pipe) one plain line per profile when it is done, so a log
+    never gets ``\\r`` lines; nothing when ``quiet``."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, stream: TextIO, quiet: bool) -> None:
+        self.stream = stream
+        self.style = "off" if quiet else ("bar" if stream.isatty() else "lines")
         self.start = time.perf_counter()
 
     def __call__(self, profile: str, done: int, total: int) -> None:
-        if not self.enabled:
+        if self.style == "off":
+            return
+        elapsed = time.perf_counter() - self.start
+        if self.style == "lines":
+            if done >= total:
+                self.stream.write(f"  {profile}: {total} pods replayed in {elapsed:.1f} s\n")
+                self.stream.flush()
+                self.start = time.perf_counter()
             return
         width = 30
         filled = int(width * done / max(1, total))
-        rate = done / max(1e-9, time.perf_counter() - self.start)
-        sys.stderr.write(
+        rate = done / max(1e-9, elapsed)
+        self.stream.write(
             f"\r  {profile:<9} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} pods "
             f"({rate:,.0f}/s)  "
         )
         if done >= total:
-            sys.stderr.write("\n")
+            self.stream.write("\n")
             self.start = time.perf_counter()
-        sys.stderr.flush()
+        self.stream.flush()
 
 
 def _check_out(out: Path) -> None:
@@ -83,6 +100,28 @@ def _check_out(out: Path) -> None:
         check_writable_dir(out)
     except OSError as e:
         raise InputError(f"cannot write the report in {out}: {e.strerror or e}", "--out") from None
+
+
+def simulation_summary(
+    nodes: Sequence[tuple[str, Machine]],
+    workload: Workload,
+    profiles: Sequence[str],
+    *,
+    spec: str,
+    cluster_label: str,
+    recreate: bool = False,
+    progress: Progress | None = None,
+) -> tuple[dict[str, Any], SimResult]:
+    """Replay ``workload`` (built from the workload spec ``spec``) on ``nodes`` under each
+    profile; the ``summary.json`` document (``cluster_label`` names the cluster in it) and the
+    run's result (series and heat maps for the report)."""
+    result = simulate(nodes, workload, profiles, recreate=recreate, progress=progress)
+    summary = result.recorder.summary(
+        cluster=cluster_overview(nodes, cluster_label),
+        workload={"spec": spec, "name": workload.name, "pods": len(workload),
+                  "description": workload.description},
+    )
+    return summary, result
 
 
 def run_simulation(
@@ -99,18 +138,15 @@ def run_simulation(
     names = check_profiles(profiles)  # one-line errors before any work
     _check_out(out)
     nodes = resolve_cluster(cluster)
-    spec = workload or f"synthetic:seed={seed}"
-    if spec.startswith("synthetic") and "seed=" not in spec:
-        spec += ("," if ":" in spec else ":") + f"seed={seed}"
+    spec = seeded_spec(workload or "synthetic", seed)
     wl = parse_workload_spec(spec, find_shared(shared), cluster=nodes)
     if not quiet:
         print(f"cluster: {len(nodes)} nodes; workload: {wl.description or wl.name} ({len(wl)} pods)",
               file=sys.stderr)
-    result = simulate(nodes, wl, names, recreate=recreate, progress=_Bar(not quiet))
-    summary = result.recorder.summary(
-        cluster=cluster_overview(nodes, cluster or "builtin:default"),
-        workload={"spec": spec, "name": wl.name, "pods": len(wl), "description": wl.description},
-    )
+    summary, result = simulation_summary(nodes, wl, names, spec=spec,
+                                         cluster_label=cluster or "builtin:default",
+                                         recreate=recreate,
+                                         progress=ReplayProgress(sys.stderr, quiet))
     try:
         summary_path, report_path = write_report(out, summary, result.recorder.series(),
                                                  result.heatmaps)

@@ -376,15 +376,58 @@ def builtin_cluster(name: str = "default") -> NodeList:
     return load_cluster(builtin_template(name), f"builtin:{name}")
 
 
+def cluster_template(
+    spec: str | None, base_dir: str | os.PathLike[str] | None = None
+) -> tuple[dict[str, Any], str, str]:
+    """The template document a CLI value names (``None``/``default``/``builtin:NAME`` or a
+    template path, relative to ``base_dir``, default the current directory), with its name
+    for messages and the directory its machine paths are relative to."""
+    if spec is None:
+        spec = "builtin:default"
+    if spec.startswith("builtin:"):
+        name = spec.split(":", 1)[1]
+        return builtin_template(name), f"builtin:{name}", os.getcwd()
+    base = os.fspath(base_dir) if base_dir is not None else os.getcwd()
+    path = spec if os.path.isabs(spec) else os.path.join(base, spec)
+    if spec in _BUILTINS and not os.path.exists(path):
+        return builtin_template(spec), f"builtin:{spec}", os.getcwd()
+    data = read_yaml(path, "cluster template")
+    if data is None:
+        raise InputError("empty cluster template", spec)
+    if not isinstance(data, Mapping):
+        raise InputError(f"expected a mapping with a 'nodes' list, got {type(data).__name__}", spec)
+    return dict(data), spec, os.path.dirname(os.path.abspath(path))
+
+
+def template_variant(
+    doc: Mapping[str, Any], *, scale: int = 1, kubelet: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A template with every node group's ``count`` multiplied by ``scale`` and ``kubelet``
+    merged over every node group's own ``kubelet`` section (so it wins over the machine
+    spec's too): one template, many cluster sizes and Topology Manager settings. The
+    document is checked by :func:`load_cluster` afterwards, as any template."""
+    out = dict(doc)
+    entries = doc.get("nodes")
+    if isinstance(entries, Sequence) and not isinstance(entries, str | bytes):
+        groups = []
+        for entry in entries:
+            if isinstance(entry, Mapping):
+                entry = dict(entry)
+                count = entry.get("count", 1)
+                if scale != 1 and isinstance(count, int) and not isinstance(count, bool):
+                    entry["count"] = count * scale
+                if kubelet:
+                    own = entry.get("kubelet")
+                    entry["kubelet"] = {**(own if isinstance(own, Mapping) else {}), **kubelet}
+            groups.append(entry)
+        out["nodes"] = groups
+    return out
+
+
 def resolve_cluster(spec: str | None) -> NodeList:
     """A cluster from a CLI value: ``None``/``default``/``builtin:NAME`` or a template path."""
-    if spec is None:
-        return builtin_cluster("default")
-    if spec.startswith("builtin:"):
-        return builtin_cluster(spec.split(":", 1)[1])
-    if spec in _BUILTINS and not os.path.exists(spec):
-        return builtin_cluster(spec)
-    return read_cluster_file(spec)
+    doc, source, base = cluster_template(spec)
+    return load_cluster(doc, source, base)
 
 
 def cluster_capacity(nodes: Sequence[tuple[str, Machine]]) -> dict[str, int]:

@@ -78,7 +78,7 @@ def from_spec(spec: WorkloadSpec) -> Workload:
         raise InputError("missing directory (dir:PATH)", spec.part)
     spec.check_options(("interval",))
     interval = option_float(spec.options, "interval", spec.part)
-    return read_manifest_dir(spec.path, interval_s=1.0 if interval is None else interval)
+    return read_manifest_dir(spec.local(spec.path), interval_s=1.0 if interval is None else interval)
 
 
 def read_manifest_dir(path: str | os.PathLike[str], *, interval_s: float = 1.0) -> Workload:

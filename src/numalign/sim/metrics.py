@@ -37,11 +37,12 @@ Summary (:meth:`MetricsRecorder.summary`), per profile:
   cover together (``"0"``: no NUMA affinity at all, e.g. a Burstable pod);
 * ``latency_ms``: ``p50``, ``p90``, ``p99`` (linear interpolation between order statistics),
   ``mean``, ``max`` over the scheduling cycles; ``scheduling_cycles``;
-* ``throughput_pods_per_s`` = scheduling cycles / scheduler wall time (the time given to
-  :meth:`~MetricsRecorder.set_wall_time`, else the sum of the cycle latencies); wall time on a
-  shared machine varies between identical runs, so the report shows ``scheduler_cpu_s``
-  instead: the CPU time the scheduler's thread spent (:meth:`~MetricsRecorder.set_cpu_time`;
-  None when not measured);
+* ``scheduler_cpu_s``: the CPU time the scheduler's thread spent on all its cycles
+  (:meth:`~MetricsRecorder.set_cpu_time`; None when not measured), and
+  ``scheduled_pods_per_cpu_s`` = scheduled / ``scheduler_cpu_s``: pods placed and admitted per
+  second of that time (None when it was not measured or is 0). Cycles that placed nothing
+  (a pending pod tried again, a pod the node then rejected) cost time and place no pod. CPU
+  time, not wall time: wall time on a shared machine varies between identical runs;
 * ``utilisation`` and ``fragmentation``: per resource ``mean`` (time-weighted over the
   samples: each sample holds until the next), ``max`` and ``final``.
 """
@@ -97,7 +98,6 @@ class ProfileMetrics:
     pending_pods: set[str] = field(default_factory=set)
     numa_nodes_used: Counter[int] = field(default_factory=Counter)
     latencies_s: list[float] = field(default_factory=list)
-    wall_time_s: float | None = None
     cpu_time_s: float | None = None
     #: cumulative TopologyAffinityErrors over time (one point per error, plus time 0)
     errors: list[Point] = field(default_factory=list)
@@ -308,12 +308,9 @@ class MetricsRecorder:
         """One scheduling cycle's wall time (when not given with the outcome)."""
         self.profile(profile).latencies_s.append(seconds)
 
-    def set_wall_time(self, profile: str, seconds: float) -> None:
-        """The scheduler's total wall time for the profile (throughput denominator)."""
-        self.profile(profile).wall_time_s = seconds
-
     def set_cpu_time(self, profile: str, seconds: float) -> None:
-        """The CPU time the scheduler spent for the profile (thread time, not wall time)."""
+        """The CPU time the scheduler spent for the profile (thread time, not wall time): the
+        denominator of ``scheduled_pods_per_cpu_s``."""
         self.profile(profile).cpu_time_s = seconds
 
     # -- samples -------------------------------------------------------------------------
@@ -338,8 +335,8 @@ class MetricsRecorder:
         m = self.profile(name)
         lat = m.latencies_s
         cycles = len(lat)
-        wall = m.wall_time_s if m.wall_time_s is not None else sum(lat)
-        throughput = cycles / wall if wall > 0 else 0.0
+        cpu = m.cpu_time_s
+        per_cpu_s = m.scheduled / cpu if cpu is not None and cpu > 0 else None
         return {
             "arrived": m.arrived,
             "scheduled": m.scheduled,
@@ -347,8 +344,8 @@ class MetricsRecorder:
             "pending": len(m.pending_pods),
             "aligned": m.aligned,
             "aligned_fraction": _clean(m.aligned / m.scheduled if m.scheduled else 0.0),
-            "throughput_pods_per_s": _clean(throughput, 2),
-            "scheduler_cpu_s": None if m.cpu_time_s is None else _clean(m.cpu_time_s, 4),
+            "scheduler_cpu_s": None if cpu is None else _clean(cpu, 4),
+            "scheduled_pods_per_cpu_s": None if per_cpu_s is None else _clean(per_cpu_s, 2),
             "latency_ms": {
                 "p50": _clean(percentile(lat, 0.50) * 1000, 4),
                 "p90": _clean(percentile(lat, 0.90) * 1000, 4),

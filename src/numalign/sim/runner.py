@@ -102,7 +102,6 @@ class _Run:
         self.pending: deque[tuple[Pod, float | None, float | None]] = deque()
         self.pending_uids: set[str] = set()
         self.running: dict[str, tuple[int, Pod]] = {}
-        self.sched_time = 0.0
         self.sched_cpu = 0.0
         self.end_s = 0.0
         self.last_sample: float | None = None
@@ -149,7 +148,6 @@ class _Run:
         self.end_s = now if now is not None else 0.0
         if self.last_sample != self.end_s or now is None:
             self._sample(self.end_s)  # the real end: after the last departure
-        self.rec.set_wall_time(self.name, self.sched_time)
         self.rec.set_cpu_time(self.name, self.sched_cpu)
 
     def _try(self, t: float, pod: Pod, duration: float | None, deadline: float | None) -> bool:
@@ -158,7 +156,6 @@ class _Run:
         out = self.sched.schedule(pod)
         dt = time.perf_counter() - t0
         self.sched_cpu += time.thread_time() - c0
-        self.sched_time += dt
         if out.admitted and out.placement is not None and out.result is not None:
             node = self.cluster.nodes[out.placement.node].node
             containers, used = _placement(node, pod)

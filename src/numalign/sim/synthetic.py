@@ -108,6 +108,12 @@ def from_spec(spec: WorkloadSpec) -> Workload:
     return generate(params, builtin_cluster("default") if spec.cluster is None else spec.cluster)
 
 
+def check_spec(spec: WorkloadSpec) -> None:
+    """The errors :func:`from_spec` would raise for the spec's options, without generating."""
+    spec.check_options(SYNTHETIC_OPTIONS)
+    params_from_options(spec.options, spec.part)
+
+
 def params_from_options(opts: Mapping[str, str], part: str = "synthetic") -> SyntheticParams:
     """Parameters from ``key=value`` options of a workload spec (errors name the key)."""
     weights = dict(DEFAULT_WEIGHTS)

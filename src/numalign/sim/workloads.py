@@ -14,7 +14,9 @@ Also here, for the source modules (which import only this module, and
   :func:`check_options`) whose errors name the spec part and the key;
 * CSV helpers for trace readers: rows are read with the stdlib :mod:`csv` module one at a
   time, and a malformed value raises :class:`InputError` ``<file>:<line>: <column>: <problem>``;
-* the annotations a pod manifest may carry to set its arrival time and duration.
+* the annotations a pod manifest may carry to set its arrival time and duration;
+* :func:`sample_workload` - a seeded subsample of a workload (the ``sample=F&seed=S`` options
+  every path source takes, applied by :mod:`numalign.sim.sources` after loading).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -93,6 +96,23 @@ class Workload(Sequence[Arrival]):
             return 0.0
         end = max((a.departure_s if a.departure_s is not None else a.time_s) for a in self.arrivals)
         return end - self.arrivals[0].time_s
+
+
+def sample_workload(workload: Workload, fraction: float, seed: int) -> Workload:
+    """Each arrival kept with probability ``fraction``, independently, in the workload's
+    (time) order, by one ``random.Random(seed)``: the same workload, fraction and seed give
+    the same sample on every run and platform; different seeds give different samples."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    rng = random.Random(seed)
+    kept = tuple(a for a in workload.arrivals if rng.random() < fraction)
+    note = f"each pod kept with probability {fraction:g} (seed {seed})"
+    return Workload(
+        name=workload.name,
+        arrivals=kept,
+        description=f"{workload.description}; {note}" if workload.description else note,
+        params={**workload.params, "sample": fraction, "seed": seed},
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -261,6 +281,8 @@ class WorkloadSpec:
     shared_dir: str | os.PathLike[str] | None = None
     #: the cluster a generator scales to (None: its own default)
     cluster: Sequence[tuple[str, Machine]] | None = None
+    #: where a relative ``path`` is taken from (None: the current directory)
+    base_dir: str | os.PathLike[str] | None = None
 
     @property
     def part(self) -> str:
@@ -270,11 +292,17 @@ class WorkloadSpec:
     def check_options(self, known: Sequence[str]) -> None:
         check_options(self.options, known, self.part)
 
+    def local(self, path: str) -> str:
+        """``path`` as this process opens it: relative paths taken from ``base_dir``."""
+        if self.base_dir is None or os.path.isabs(path):
+            return path
+        return os.path.join(os.fspath(self.base_dir), path)
+
     def trace_path(self, default: Callable[[str | os.PathLike[str]], str]) -> str:
         """The given path, else ``default(shared_dir)``; an error naming what to pass when
         neither is known."""
         if self.path:
-            return self.path
+            return self.local(self.path)
         if self.shared_dir is None:
             raise InputError(
                 "no trace path given and no shared directory to find it in "

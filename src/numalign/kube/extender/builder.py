@@ -142,8 +142,18 @@ class ProcessBuilder:
         for p in list(getattr(pool, "_processes", {}).values()):  # a hung worker
             p.kill()
 
-    def close(self) -> None:
+    def close(self, grace: float = 2.0) -> None:
+        """End the worker: queued builds are cancelled, one running is given ``grace``
+        seconds, then the worker is killed (the server is stopping: its answer is not
+        wanted)."""
         with self._lock:
             pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.join(timeout=grace)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)

@@ -39,6 +39,7 @@ from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes
 from numalign.pods import Pod
 from numalign.pods.annotations import KOORDINATOR_ANNOTATION, VOLCANO_ANNOTATION
+from numalign.resources.devices import machine_index
 from numalign.scheduler import Profile, get_profile
 
 MAX_EXTENDER_PRIORITY = 10
@@ -93,6 +94,11 @@ Decision = tuple[bool, int, str]
 Verdict = Literal[True] | str
 #: the reason of a failed decision that gave none
 NO_REASON = "TopologyAffinityError"
+#: the reason of a node a request's work budget left undecided (kube/extender/bounded.py)
+NOT_EVALUATED = ("not evaluated within this request's work budget (the node's engine is large, "
+                 "or the request needs many first-time evaluations); evaluation goes on, ask again")
+#: decides a node whose snapshot has not seen the pod's shape, or ``None`` (not now)
+Cold = Callable[["NodeEntry"], "Decision | None"]
 
 
 def verdict(d: Decision) -> Verdict:
@@ -118,6 +124,8 @@ class NodeEntry:
     cache: dict[int, Decision] = field(default_factory=dict)
     #: digest of the NRT without its metadata: nodes with equal content decide alike
     content: str = ""
+    #: the NRT object of a large engine (``Built.source``), else None
+    source: Any = None
 
 
 def _sha(obj: Any) -> str:
@@ -161,6 +169,18 @@ class Built:
     fingerprint: str | None
     error: str
     content: str = ""
+    #: the NRT object, kept for a large engine only (:data:`LARGE_ENGINE`): its first-time
+    #: decisions are made in another process, which rebuilds the engine from it
+    source: Any = None
+
+
+#: engines with more CPUs + devices than this are "large" (kube/extender/bounded.py)
+LARGE_ENGINE = 512
+
+
+def engine_size(node: Node) -> int:
+    """CPUs + devices of an engine: what a first-time decision's cost grows with."""
+    return len(node.machine.cpus) + len(node.machine.devices)
 
 
 def build_engine(obj: Any) -> Built:
@@ -173,11 +193,15 @@ def build_engine(obj: Any) -> Built:
         return Built("", None, None, f"unusable NodeResourceTopology: {type(e).__name__}: {e}")
     try:
         node = engine_from_nrt(obj)
+        # the device index is made here, where the engine is built (the builder's worker
+        # process), and travels with the machine: not on the server's loop at a first /filter
+        machine_index(node.machine)
         fp = fingerprint_of(obj) if isinstance(obj, dict) else None
     except Exception as e:  # one bad object must not stop the others
         msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
         return Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
-    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "", content)
+    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "", content,
+                 obj if engine_size(node) > LARGE_ENGINE else None)
 
 
 #: where updates are built: (NRT object, [(shape id, pod)]) -> (the engine or why not, the
@@ -612,7 +636,7 @@ class ExtenderCore:
                     assumed[uid] = Assumed(a.pod, fp, a.since, a.numa_count)
         version = (old.version + 1) if old is not None else 0
         return NodeEntry(name, built.digest, fp, node, version, assumed,
-                         {} if assumed else warm, built.content)
+                         {} if assumed else warm, built.content, built.source)
 
     def _count_nodes(self) -> None:
         self.metrics.nodes.set(len(self.nodes))
@@ -639,7 +663,7 @@ class ExtenderCore:
     def _publish(self, old: NodeEntry, node: Node, assumed: Mapping[str, Assumed]) -> None:
         """Swap in the successor of ``old`` with another engine state (under the write lock)."""
         self._swap(old.name, NodeEntry(old.name, old.digest, old.fingerprint, node,
-                                       old.version + 1, assumed, {}, old.content))
+                                       old.version + 1, assumed, {}, old.content, old.source))
         self._count_assumed(old.name)
 
     def _drop_assumed(self, entry: NodeEntry, uids: Sequence[str]) -> None:
@@ -682,6 +706,9 @@ class ExtenderCore:
         self._count_evaluation(time.perf_counter() - t0, res.passed)
         return res.passed, res.numa_count, res.reason
 
+    def _evaluate_entry(self, entry: NodeEntry, pod: Pod) -> Decision:
+        return self._evaluate(entry.node, pod)
+
     def _count_evaluation(self, seconds: float, passed: bool) -> None:
         self.metrics.admission_duration.observe(seconds)
         self.metrics.admission_requests.inc()
@@ -694,17 +721,20 @@ class ExtenderCore:
             if len(self._shared) > MAX_SHARED:
                 self._shared.popitem(last=False)
 
-    def _miss(self, entry: NodeEntry, pod: Pod, shape: int) -> Decision:
+    def _miss(self, entry: NodeEntry, pod: Pod, shape: int,
+              evaluate: Callable[[NodeEntry, Pod], Decision] | None = None) -> Decision:
         """The decision for a shape this snapshot has not seen: from a node of equal content
-        (both without assumed pods), else the engine's."""
+        (both without assumed pods), else the engine's (``evaluate``: made elsewhere)."""
         d = None
+        if evaluate is None:
+            evaluate = self._evaluate_entry
         if entry.content and not entry.assumed:
             d = self._shared.get((entry.content, shape))
             if d is None:
-                d = self._evaluate(entry.node, pod)
+                d = evaluate(entry, pod)
                 self._share(entry.content, shape, d)
         else:
-            d = self._evaluate(entry.node, pod)
+            d = evaluate(entry, pod)
         cache = entry.cache
         if len(cache) >= CACHE_PER_NODE:
             # the oldest entry first (insertion order); another reader may race us here
@@ -742,10 +772,15 @@ class ExtenderCore:
             while len(self._pods) > MAX_REMEMBERED_PODS:
                 self._pods.popitem(last=False)
 
-    def filter(self, pod: Pod, names: Sequence[str], *,
-               shape: int | None = None) -> tuple[list[str], dict[str, str]]:
+    def filter(self, pod: Pod, names: Sequence[str], *, shape: int | None = None,
+               cold: Cold | None = None, assume: bool = True,
+               ) -> tuple[list[str], dict[str, str]]:
         """(names that pass, failed name -> reason). ``shape``: the pod's :meth:`shape_id`
-        when the caller has it (``pod`` is then already an :func:`engine_pod`)."""
+        when the caller has it (``pod`` is then already an :func:`engine_pod`). ``cold``:
+        decides a node whose snapshot has not seen the shape instead of the engine (``None``
+        from it: not decided, the node fails with :data:`NOT_EVALUATED`; see
+        :mod:`~numalign.kube.extender.bounded`); ``assume=False``: no assumption when one
+        node passes (the caller makes it)."""
         if self.clock() >= self._next_expiry:
             self._expire()
         if shape is None:
@@ -775,13 +810,16 @@ class ExtenderCore:
                 continue
             d = entry.cache.get(shape)
             if d is None:
-                d = self._miss(entry, pod, shape)
+                d = self._miss(entry, pod, shape) if cold is None else cold(entry)
+                if d is None:
+                    failed[name] = NOT_EVALUATED
+                    continue
             self._enter(table, entry, d)
             if d[0]:
                 passed.append(name)
             else:
                 failed[name] = d[2] or NO_REASON
-        if len(passed) == 1:
+        if len(passed) == 1 and assume:
             # decided on a snapshot; another request may have assumed a pod there since:
             # the admission into the current snapshot is what counts
             why = self._assume(passed[0], pod)
@@ -789,12 +827,13 @@ class ExtenderCore:
                 failed[passed.pop()] = why
         return passed, failed
 
-    def prioritize(self, pod: Pod, names: Sequence[str], *,
-                   shape: int | None = None) -> list[tuple[str, int]]:
+    def prioritize(self, pod: Pod, names: Sequence[str], *, shape: int | None = None,
+                   cold: Cold | None = None) -> list[tuple[str, int]]:
         """(name, 0..MaxExtenderPriority) per name: the profile's NUMA score (0..100) of the
         nodes that pass, scaled down (rounding down); 0 for the others, and for every node
         when the profile has no NUMA score. A relative score (Volcano's) is taken over the
-        passing nodes of this request."""
+        passing nodes of this request. ``cold`` as for :meth:`filter` (a node it does not
+        decide scores 0)."""
         if shape is None:
             pod = engine_pod(pod)
             shape = self.shape_id(pod)
@@ -810,7 +849,9 @@ class ExtenderCore:
                 continue
             d = entry.cache.get(shape)
             if d is None:
-                d = self._miss(entry, pod, shape)
+                d = self._miss(entry, pod, shape) if cold is None else cold(entry)
+                if d is None:
+                    continue
             if d[0]:
                 passing.append((k, d[1]))
         scores = [0] * len(names)

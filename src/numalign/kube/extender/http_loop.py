@@ -348,6 +348,13 @@ class HttpLoop:
         except Exception:  # a bug in the work handed over: report it, keep serving
             traceback.print_exc(file=sys.stderr)
 
+    def stop_soon(self) -> None:
+        """Make :meth:`serve_forever` return after its current turn, without waiting for it
+        (safe from a signal handler on the loop's own thread)."""
+        self._stop = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
     def shutdown(self) -> None:
         """Stop :meth:`serve_forever` and wait for it (call from another thread). Before it
         started, it makes the next :meth:`serve_forever` return at once."""

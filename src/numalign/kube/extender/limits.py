@@ -14,18 +14,24 @@ from typing import Any
 
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, is_memory_resource, parse_quantity
+from numalign.machine.nrt import MAX_ZONES as NRT_MAX_ZONES
+from numalign.machine.nrt import is_zone_device_resource
 
 #: deepest nesting of mappings/lists an NRT object may have (a real one has about 6)
 MAX_DEPTH = 32
 #: most values (mapping entries + list items + scalars) in one object
 MAX_VALUES = 200_000
-#: most zones, resources per zone, attributes
-MAX_ZONES = 1024
+#: most zones (one per NUMA node id: machine/nrt.py's cap), resources per zone, attributes
+MAX_ZONES = NRT_MAX_ZONES
 MAX_RESOURCES = 256
 #: highest CPU count per zone and highest CPU id in a CPU list attribute
 MAX_CPUS = 16_384
 #: most devices of one resource in one zone
 MAX_DEVICES = 65_536
+#: most CPUs and most devices of one node, all zones together (an engine holds an object per
+#: CPU and per device; the largest machines have a few thousand CPUs and a few hundred devices)
+MAX_NODE_CPUS = 16_384
+MAX_NODE_DEVICES = 65_536
 
 _NUMBER = re.compile(r"\d+")
 _EXPONENT = re.compile(r"[eE]([+-]?\d+)")
@@ -106,6 +112,7 @@ def check_nrt(obj: Any) -> None:
         return
     if len(zones) > MAX_ZONES:
         raise InputError(f"more than {MAX_ZONES} zones", "zones")
+    cpus = devices = 0
     for z, zone in enumerate(zones):
         if not isinstance(zone, dict):
             continue
@@ -133,3 +140,13 @@ def check_nrt(obj: Any) -> None:
                 # bytes (memory, hugepages) may be large: nothing is built per byte
                 if not is_memory_resource(name) and (n > cap or n < -cap):
                     raise InputError(f"{n} {name} is more than numalign accepts ({cap})", where)
+                if key != "capacity" or n <= 0:
+                    continue
+                if name == CPU:
+                    cpus += n
+                    if cpus > MAX_NODE_CPUS:
+                        raise InputError(f"more than {MAX_NODE_CPUS} CPUs in all zones", where)
+                elif is_zone_device_resource(name):
+                    devices += n
+                    if devices > MAX_NODE_DEVICES:
+                        raise InputError(f"more than {MAX_NODE_DEVICES} devices in all zones", where)

@@ -11,6 +11,7 @@ import errno
 import ipaddress
 import json
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -23,6 +24,12 @@ from typing import Any
 from numalign.errors import InputError, NumalignError
 from numalign.inputs.documents import loads_json
 from numalign.kube.extender import wire
+from numalign.kube.extender.bounded import (
+    DEFAULT_BUDGET,
+    Evaluator,
+    filter_bounded,
+    prioritize_bounded,
+)
 from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import ExtenderCore
 from numalign.kube.extender.gcfreeze import FreezePolicy
@@ -78,14 +85,23 @@ class ExtenderServer(HttpLoop):
                  ssl_context: ssl.SSLContext | None = None,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  header_timeout: float | None = None, body_timeout: float | None = None,
-                 serve_verbs: bool = True) -> None:
+                 serve_verbs: bool = True, request_budget: float = DEFAULT_BUDGET,
+                 bounded: bool = True, evaluate_in_process: bool = False) -> None:
         """``timeout``: the longest wait for an answer to be taken by the client, and the
         default of the others; ``header_timeout``: for the request line and headers of each
         request, counted from when the connection was accepted or the previous answer was
         sent (idle keep-alive included); ``body_timeout``: for the whole body.
-        ``serve_verbs=False``: only the GET endpoints (a health/metrics listener)."""
+        ``serve_verbs=False``: only the GET endpoints (a health/metrics listener).
+        ``request_budget``: seconds from a ``/filter`` or ``/prioritize`` body to its answer
+        at most; ``bounded=False``: every decision on the loop, however long it takes
+        (:mod:`~numalign.kube.extender.bounded`); ``evaluate_in_process``: large engines are
+        decided on the evaluator's thread, not in its worker process."""
         self.core = core
         self.serve_verbs = serve_verbs
+        self.request_budget = request_budget
+        #: first-time decisions too costly for the loop (None: all made on the loop)
+        self.evaluator = (Evaluator(core, remote=not evaluate_in_process)
+                          if serve_verbs and bounded else None)
         #: the ExtenderArgs pods, parsed once per engine shape
         self.pod_cache = PodCache(core.shape_id)
         #: (code, verb) -> the labelled metric children, looked up once
@@ -126,6 +142,8 @@ class ExtenderServer(HttpLoop):
         if self.core.install_on == self.call_soon:
             self.core.install_on = None
         super().server_close()
+        if self.evaluator is not None:
+            self.evaluator.close()
         if self._bind_pool is not None:
             self._bind_pool.shutdown(wait=False, cancel_futures=True)
 
@@ -179,11 +197,17 @@ class ExtenderHandler:
     def finish(self, req: Request, t0: float) -> Response | Future[Response]:
         if _verb(req.path) == "bind" and self.server.core.binder is not None:
             # binding calls the API server: wait for it on the bind pool, not on the loop
-            return self.server.bind_pool().submit(self.answer, req)
+            return self.server.bind_pool().submit(self._answer_now, req)
         return self.answer(req)
 
-    def answer(self, req: Request) -> Response:
-        """The answer to a POST verb with its body."""
+    def _answer_now(self, req: Request) -> Response:
+        got = self.answer(req)
+        assert isinstance(got, Response)  # /bind is answered at once
+        return got
+
+    def answer(self, req: Request) -> Response | Future[Response]:
+        """The answer to a POST verb with its body (a future when the request's first-time
+        decisions wait for the evaluator)."""
         verb = _verb(req.path)
         doc: Any
         try:
@@ -194,11 +218,15 @@ class ExtenderHandler:
             if not isinstance(args, dict):
                 raise BadRequest(400, "expected a JSON object")
             if verb == "filter":
-                status, doc = 200, self._filter(args)
+                got = self._filter(args)
             elif verb == "prioritize":
-                status, doc = 200, self._prioritize(args)
+                got = self._prioritize(args)
             else:
                 status, doc = self._bind(args)
+                return _json(status, doc)
+            if isinstance(got, Future):
+                return _then(got, verb)
+            status, doc = 200, got
         except BadRequest as e:
             status, doc = e.status, wire.error_result(e.message)
         except NumalignError as e:
@@ -244,16 +272,23 @@ class ExtenderHandler:
             f"method {req.method} not allowed on {req.path.split('?', 1)[0]!r}"),
             headers={"Allow": allow}, close=True)
 
-    def _filter(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _filter(self, args: Mapping[str, Any]) -> Any:
         names, items = wire.node_args(args)
         pod, shape = self.server.pod_cache.parse(args)
-        passed, failed = self.server.core.filter(pod, names, shape=shape)
-        return wire.filter_result(args, names, items, passed, failed)
+        srv = self.server
+        got = filter_bounded(srv.core, srv.evaluator, pod, names, shape, srv.request_budget)
+        if isinstance(got, Future):
+            return _mapped(got, lambda r: wire.filter_result(args, names, items, *r))
+        return wire.filter_result(args, names, items, *got)
 
-    def _prioritize(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _prioritize(self, args: Mapping[str, Any]) -> Any:
         names, _ = wire.node_args(args)
         pod, shape = self.server.pod_cache.parse(args)
-        return wire.host_priority_list(self.server.core.prioritize(pod, names, shape=shape))
+        srv = self.server
+        got = prioritize_bounded(srv.core, srv.evaluator, pod, names, shape, srv.request_budget)
+        if isinstance(got, Future):
+            return _mapped(got, wire.host_priority_list)
+        return wire.host_priority_list(got)
 
     def _bind(self, args: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         b = wire.binding_args(args)
@@ -262,6 +297,42 @@ class ExtenderHandler:
         except LookupError as e:
             return 404, wire.error_result(f"node {b.node}: {e.args[0]}")
         return 200, wire.error_result(err)
+
+
+def _mapped(fut: Future[Any], fn: Callable[[Any], Any]) -> Future[Any]:
+    """A future of ``fn(fut.result())`` (made on the thread that completes ``fut``)."""
+    out: Future[Any] = Future()
+
+    def done(f: Future[Any]) -> None:
+        try:
+            out.set_result(fn(f.result()))
+        except BaseException as e:
+            out.set_exception(e)
+
+    fut.add_done_callback(done)
+    return out
+
+
+def _then(fut: Future[Any], verb: str) -> Future[Response]:
+    """The response to a verb whose document comes later (errors as :meth:`answer` makes
+    them)."""
+
+    def respond(doc: Any) -> Response:
+        return _json(200, doc)
+
+    out: Future[Response] = Future()
+
+    def done(f: Future[Any]) -> None:
+        try:
+            out.set_result(respond(f.result()))
+        except NumalignError as e:
+            out.set_result(_json(400, wire.error_result(e.message)))
+        except Exception as e:  # a bug: answer, never hang
+            print(f"numalign extender: internal error on {verb}: {e!r}", file=sys.stderr)
+            out.set_result(_json(500, wire.error_result(f"internal error: {type(e).__name__}")))
+
+    fut.add_done_callback(done)
+    return out
 
 
 # ---------------------------------------------------------------------------- serve
@@ -341,6 +412,7 @@ def serve(
     health_port: int | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     profile: str = "numalign",
+    request_budget: float = DEFAULT_BUDGET,
 ) -> int:
     """``numalign extender serve``: run until interrupted. Every bad flag or configuration is
     an :class:`InputError` (one line, exit 2) before anything starts."""
@@ -348,7 +420,8 @@ def serve(
 
     if (tls_cert is None) != (tls_key is None):
         raise InputError("give both --tls-cert and --tls-key")
-    for flag, value in (("--timeout", timeout), ("--resync", resync), ("--assume-ttl", assume_ttl)):
+    for flag, value in (("--timeout", timeout), ("--resync", resync), ("--assume-ttl", assume_ttl),
+                        ("--request-budget", request_budget)):
         if not value > 0:
             raise InputError("must be positive", flag)
     if max_body <= 0:
@@ -380,7 +453,7 @@ def serve(
     builder = _process_builder(core)
     server = _listen(host, port, "--port", lambda addr: ExtenderServer(
         addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
-        max_connections=max_connections))
+        max_connections=max_connections, request_budget=request_budget))
     servers = [server]
     if health_port is not None:
         try:
@@ -400,18 +473,37 @@ def serve(
         threading.Thread(target=extra.serve_forever, daemon=True).start()
         print(f"numalign extender: health and metrics on {extra.url}", file=sys.stderr)
     print(f"numalign extender: serving on {server.url}", file=sys.stderr)
+    # SIGTERM (the kubelet stopping the container, systemd, kill): stop serving and end what
+    # this process started - the builder's and the evaluator's worker processes, and with them
+    # multiprocessing's resource tracker - instead of dying with them left running
+    previous = _on_sigterm(server.stop_soon)
     try:
         server.serve_forever()
     finally:
         stop.set()
-        if builder is not None:
-            builder.close()
         for srv in servers:
             with contextlib.suppress(Exception):
                 if srv is not server:
                     srv.shutdown()
                 srv.server_close()
+        if builder is not None:
+            builder.close()
+        _restore_sigterm(previous)
+    print("numalign extender: stopped", file=sys.stderr)
     return 0
+
+
+def _on_sigterm(stop: Callable[[], None]) -> Any:
+    """Call ``stop`` on SIGTERM (main thread only); returns the previous disposition to put
+    back with :func:`_restore_sigterm` (None: nothing was changed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, lambda _signum, _frame: stop())
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def serve_in_thread(core: ExtenderCore, host: str = "127.0.0.1", port: int = 0,

@@ -35,7 +35,13 @@ from numalign.engine.merge_budget import Budget
 from numalign.engine.merge_search import Family, min_size
 from numalign.machine.model import Machine
 from numalign.pods import Pod
-from numalign.resources.devices import DeviceManager, DeviceState, _DeviceError, pod_limits
+from numalign.resources.devices import (
+    DeviceManager,
+    DeviceState,
+    _DeviceError,
+    mask_items,
+    pod_limits,
+)
 
 #: ``defaultNUMAScore``: the Score of a hint whose GPUs are the whole-node choice
 DEFAULT_NUMA_SCORE = 500
@@ -50,10 +56,8 @@ def is_gpu(resource: str) -> bool:
 class KoordinatorDeviceManager(DeviceManager):
     """The device manager's bookkeeping and allocation with DeviceShare's hints and scores."""
 
-    def __init__(
-        self, machine: Machine, state: DeviceState | None = None, *, strict_unknown_resources: bool = True
-    ) -> None:
-        super().__init__(machine, state, strict_unknown_resources=strict_unknown_resources)
+    def __init__(self, machine: Machine, state: DeviceState | None = None) -> None:
+        super().__init__(machine, state)
         self._hinted: tuple[Pod, int] | None = None
         self._scores: dict[int, int] = {}
         self._whole: tuple[Pod, frozenset[tuple[str, str]] | None] | None = None
@@ -73,8 +77,8 @@ class KoordinatorDeviceManager(DeviceManager):
         need = []
         for r in sorted(wanted):
             free = self._healthy(r) - self.state.in_use(r)
-            dims.append(tuple((mask_of(self._device(r, i).numa), 1) for i in sorted(free)
-                              if self._device(r, i).numa))
+            # the free devices with a NUMA node, one item per distinct NUMA mask
+            dims.append(mask_items(map(self._ix(r).mask.get, free)))
             need.append(wanted[r])
         demand = Demand(tuple(dims), tuple(need))
         nodes = self.machine.node_ids
