@@ -73,43 +73,43 @@ def build_and_decide(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
     return built, decisions, durations
 
 
-def _at_nice(level: int) -> None:
-    """Lower this worker's priority to ``level`` (never raise it back)."""
-    if level > 0:
+def _lower(nice: int) -> None:
+    """Lower this worker's priority to niceness ``nice`` (never raise it back; -1: leave it)."""
+    if nice > 0:
         with contextlib.suppress(OSError):
             now = os.nice(0)
-            if now < level:
-                os.nice(level - now)
+            if now < nice:
+                os.nice(nice - now)
 
 
 def _call(nice: int, fn: Callable[..., T], *args: Any) -> T:
-    _at_nice(nice)
+    _lower(nice)
     return fn(*args)
 
 
-def _timed(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice: int = 0,
+def _timed(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice: int = -1,
            ) -> tuple[tuple[Built, dict[int, Decision], list[float]], float]:
     """:func:`build_and_decide` and the worker's CPU seconds for it."""
-    _at_nice(nice)
+    _lower(nice)
     c0 = time.process_time()
     out = build_and_decide(profile, obj, pods)
     return out, time.process_time() - c0
 
 
-def _timed_pickled(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice: int = 0,
+def _timed_pickled(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice: int = -1,
                    ) -> tuple[bytes, float]:
     """:func:`_timed` with the result pickled here, in the worker: the server's thread that
     receives it then only takes bytes, and the result is opened where it is installed."""
-    _at_nice(nice)
+    _lower(nice)
     c0 = time.process_time()
     out = pickle.dumps(build_and_decide(profile, obj, pods), pickle.HIGHEST_PROTOCOL)
     return out, time.process_time() - c0
 
 
 def _timed_many(profile: str, items: Sequence[tuple[Any, Sequence[tuple[int, Pod]]]],
-                nice: int = 0) -> tuple[bytes, float]:
+                nice: int = -1) -> tuple[bytes, float]:
     """:func:`build_and_decide` of each item, the list pickled here, and the CPU seconds."""
-    _at_nice(nice)
+    _lower(nice)
     c0 = time.process_time()
     out = pickle.dumps([build_and_decide(profile, obj, pods) for obj, pods in items],
                        pickle.HIGHEST_PROTOCOL)
@@ -126,8 +126,8 @@ class ProcessBuilder:
         self.profile = profile
         self.timeout = timeout
         self.workers = max(1, workers)
-        #: the workers' niceness for the next jobs (see :meth:`settled`)
-        self.nice = 0
+        #: the workers' niceness for the next jobs (-1: as started; see :meth:`settled`)
+        self.nice = -1
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
