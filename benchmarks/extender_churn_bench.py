@@ -164,10 +164,14 @@ def kubeconfig(url: str, path: Path) -> Path:
 
 
 class CpuProbe:
-    """Per ``/filter``: the loop thread's CPU seconds in the handler (``time.thread_time``)."""
+    """Per ``/filter``: the loop thread's CPU seconds in the handler (``time.thread_time``);
+    per piece of update work handed to the loop (checks and queueing, install of a built
+    update): its wall seconds on the loop - what a request arriving meanwhile waits."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: Any, core: Any) -> None:
         self.cpu: list[float] = []
+        self.loop_work: list[float] = []
+        self.loop_work_cpu: list[float] = []
         self.on = False
         handler = server.handler
         finish = handler.finish
@@ -180,10 +184,24 @@ class CpuProbe:
             return got
 
         handler.finish = timed
+        soon = core.install_on
 
-    def take(self) -> list[float]:
+        def timed_soon(fn: Any) -> None:
+            def run() -> None:
+                w0, c0 = time.perf_counter(), time.thread_time()
+                fn()
+                if self.on:
+                    self.loop_work.append(time.perf_counter() - w0)
+                    self.loop_work_cpu.append(time.thread_time() - c0)
+
+            soon(run)
+
+        core.install_on = timed_soon
+
+    def take(self) -> tuple[list[float], list[float]]:
         got, self.cpu = self.cpu, []
-        return got
+        work, self.loop_work = self.loop_work, []
+        return got, work
 
 
 def start(source: str, where: str) -> Any:
@@ -271,7 +289,7 @@ def bench_source(source: str, objs: dict[str, Any], work: Path) -> dict[str, Any
         if source == "informer":  # kmock replays every object as ADDED when the watch starts
             _settle(core, running, len(names))
         warm(core, names)
-        probe = CpuProbe(server)
+        probe = CpuProbe(server, core)
         start_at = time.time() + 10.0
         phases = [(start_at + i * PHASE_SECONDS, start_at + (i + 1) * PHASE_SECONDS)
                   for i in range(2 * RUNS)]
@@ -295,7 +313,8 @@ def bench_source(source: str, objs: dict[str, Any], work: Path) -> dict[str, Any
             built0, cpu0 = core.engines_built, _cpu()
             time.sleep(max(0.0, end - time.time()))
             probe.on = False
-            rows.append({"cpu": probe.take(), "built": core.engines_built - built0,
+            cpu, loop_work = probe.take()
+            rows.append({"cpu": cpu, "loop_work": loop_work, "built": core.engines_built - built0,
                          "process_cpu_s": _cpu() - cpu0})
         written = q.get(timeout=60)
         per_phase = cq.get(timeout=120)
@@ -316,6 +335,8 @@ def bench_source(source: str, objs: dict[str, Any], work: Path) -> dict[str, Any
             "cpu_p50_ms": cpu[len(cpu) // 2] * 1e3 if cpu else float("nan"),
             "cpu_p99_ms": p99_ms(cpu) if cpu else float("nan"),
             "updates": row["built"],
+            "loop_work_p99_ms": p99_ms(row["loop_work"]) if row["loop_work"] else 0.0,
+            "loop_work_max_ms": max(row["loop_work"], default=0.0) * 1e3,
             "process_cpu_ms_per_call": row["process_cpu_s"] / max(1, len(lat)) * 1e3})
     out["load_end"] = os.getloadavg()[0]
     return out
@@ -338,6 +359,12 @@ def _mm(values: list[float]) -> str:
 
 
 def main(nodes: int = NODES) -> dict[str, Any]:
+    from numalign.kube.extender import builder
+
+    if os.environ.get("CHURN_WORKER_NICE"):  # diagnostics: the builder workers' priority
+        builder.WORKER_NICE = int(os.environ["CHURN_WORKER_NICE"])
+    if os.environ.get("CHURN_WORKER_BATCH"):
+        builder.WORKER_BATCH = os.environ["CHURN_WORKER_BATCH"] == "1"
     print(f"extender under churn: {nodes} NRTs, {RATE} updates/s from the source, {CLIENTS} "
           f"closed-loop /filter clients x 100 NodeNames (another process), {RUNS} runs of "
           f"{PHASE_SECONDS:.0f} s with updates + {PHASE_SECONDS:.0f} s without (the reference); "
@@ -356,7 +383,9 @@ def main(nodes: int = NODES) -> dict[str, Any]:
                   f"{_mm([p['cpu_p99_ms'] for p in ps])} ms; "
                   f"{statistics.median(p['calls'] for p in ps) / PHASE_SECONDS:.0f} calls/s, "
                   f"errors {sum(p['errors'] for p in ps)}, updates published "
-                  f"{statistics.median(p['updates'] for p in ps) / PHASE_SECONDS:.1f}/s")
+                  f"{statistics.median(p['updates'] for p in ps) / PHASE_SECONDS:.1f}/s; "
+                  f"update work on the loop p99 {_mm([p['loop_work_p99_ms'] for p in ps])} "
+                  f"ms, max {max(p['loop_work_max_ms'] for p in ps):.2f} ms")
         ratio = [a["p99_ms"] / b["p99_ms"] for a, b in zip(on, off, strict=True)]
         print("    p99 with / without updates, per run: "
               + ", ".join(f"{x:.2f}x" for x in ratio)
