@@ -22,6 +22,8 @@ from numalign.machine.kubelet_version import KubeletVersion
 
 @dataclass(frozen=True)
 class NumaNode:
+    """One NUMA node: its regular memory, hugepages and SLIT distances."""
+
     id: int
     memory: int  # bytes of regular memory (MemTotal of the node)
     hugepages: Mapping[int, int] = field(default_factory=dict)  # page size -> total bytes
@@ -30,6 +32,8 @@ class NumaNode:
 
 @dataclass(frozen=True)
 class Cpu:
+    """One logical CPU and where it sits (core, socket, NUMA node, uncore cache, die)."""
+
     id: int
     core: int
     socket: int
@@ -87,6 +91,8 @@ class KubeletConfig:
 
 @dataclass(frozen=True)
 class Machine:
+    """A node's topology (NUMA nodes, CPUs, devices), its kubelet configuration and labels."""
+
     name: str
     numa_nodes: tuple[NumaNode, ...]  # ascending id
     cpus: tuple[Cpu, ...]  # ascending id

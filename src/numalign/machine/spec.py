@@ -125,7 +125,6 @@ from numalign.inputs.quantity import format_bytes as quantity_text
 from numalign.machine.allocatable import parse_eviction_hard, validate_reserved_memory
 from numalign.machine.kubelet_version import parse_kubelet_version
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
-from numalign.machine.node_annotations import parse_kubelet_cpu_policy
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 
@@ -698,7 +697,10 @@ def _load(data: object, source: str) -> Machine:
     labels = {str(k): _str(v, f"labels.{k}") for k, v in _mapping(doc.get("labels", {}), "labels").items()}
     annotations = {str(k): _str(v, f"annotations.{k}")
                    for k, v in _mapping(doc.get("annotations", {}), "annotations").items()}
-    parse_kubelet_cpu_policy(annotations)  # a malformed value is refused with the spec
+    if annotations:  # a malformed value is refused with the spec
+        from numalign.machine.node_annotations import parse_kubelet_cpu_policy
+
+        parse_kubelet_cpu_policy(annotations)
     machine = Machine(
         name=name,
         numa_nodes=tuple(nodes[n] for n in sorted(nodes)),

@@ -22,10 +22,9 @@ Provider order is the kubelet's: device manager, CPU manager, memory manager.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from numalign.engine.bitmask import ids_of
 from numalign.engine.policies import Policy, PolicyOptions, Scope, TopologyPolicy
@@ -34,7 +33,6 @@ from numalign.errors import AdmissionError, InputError
 from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
 from numalign.modes.registry import Mode
-from numalign.node.plan_cache import PlanCache, plan_key
 from numalign.node.predicates import Insufficient, fits
 from numalign.node.rules import DYNAMIC, AdmissionStep, resolve_rules
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
@@ -45,11 +43,16 @@ from numalign.resources.cpu import CpuManager
 from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import MemoryManager
 
+if TYPE_CHECKING:
+    from numalign.node.plan_cache import PlanCache
+
 __all__ = ["DYNAMIC", "ContainerResult", "Node", "PodResult", "machine_fingerprint"]
 
 
 @dataclass(frozen=True)
 class ContainerResult:
+    """One container's admission: its merged hint, CPUs, memory and devices."""
+
     name: str
     affinity: int | None
     preferred: bool
@@ -63,6 +66,8 @@ class ContainerResult:
 
 @dataclass(frozen=True)
 class PodResult:
+    """One pod's admission: admitted or the rejection's reason, and its containers."""
+
     pod: Pod
     admitted: bool
     reason: str | None = None
@@ -83,6 +88,9 @@ def machine_fingerprint(machine: Machine) -> str:
         "cpus": [[c.id, c.core, c.socket, c.numa] for c in machine.cpus],
         "devices": [[d.resource, d.id, list(d.numa)] for d in machine.devices],
     }
+    import hashlib
+    import json
+
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
     return f"{machine.name}:{digest}"
 
@@ -256,6 +264,7 @@ class Node:
         cache = None if explain else self.plan_cache
         if cache is None:
             return self._plan(pod, policy, scope, requests, explain)
+        from numalign.node.plan_cache import PlanCache, plan_key  # a cluster's nodes only
         key = plan_key(self.machine, self.mode, self.state, pod)
         hit = cache.get(key)
         if hit is not None:

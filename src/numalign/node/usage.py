@@ -89,6 +89,8 @@ class ContainerUsage:
 
 @dataclass(frozen=True)
 class PodUsage:
+    """What one admitted pod holds: its containers' CPUs, memory blocks and devices."""
+
     uid: str
     record: PodRecord
     containers: tuple[ContainerUsage, ...]
@@ -179,6 +181,8 @@ def cpus_numa_nodes(machine: Machine, cpus: Iterable[int]) -> frozenset[int]:
 
 @dataclass
 class ZoneAmounts:
+    """One NUMA node's capacity, allocatable and available amounts per resource."""
+
     capacity: dict[str, int] = field(default_factory=dict)
     allocatable: dict[str, int] = field(default_factory=dict)
     available: dict[str, int] = field(default_factory=dict)
