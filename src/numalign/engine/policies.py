@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -245,10 +245,19 @@ def _parse_max_nodes(value: object) -> int:
 
 @dataclass(frozen=True)
 class MergeResult:
-    """The policy's answer: the best hint and whether the pod is admitted."""
+    """The policy's answer: the best hint and whether the pod is admitted.
+
+    An engine mode may add its own words for the decision (Koordinator's policies return
+    reasons with a hint they refuse): ``explain`` builds them when ``reasons`` is first read,
+    so a caller that never reports them never pays for them. The kubelet's merge has none."""
 
     hint: TopologyHint
     admit: bool
+    explain: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return () if self.explain is None else self.explain()
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,12 @@ class FamilyNode(Protocol):
         """The merge of ``policy`` over these providers' hints (None: the policy's own)."""
         ...
 
+    def rejection_message(self, reasons: Sequence[str]) -> str | None:
+        """The message of a rejection whose merge gave ``reasons`` (the family's own words,
+        :attr:`~numalign.engine.policies.MergeResult.reasons`); None: the kubelet's
+        ``TopologyAffinityError`` message."""
+        ...
+
 
 @dataclass(frozen=True)
 class Family:

@@ -77,6 +77,10 @@ class PodResult:
     containers: tuple[ContainerResult, ...] = ()
     #: --explain: the node's kubelet release and what its hint providers would enumerate
     kubelet: tuple[str, ...] = ()
+    #: ``message`` is the node family's own words for a Topology Manager rejection
+    #: (:meth:`~numalign.node.rules.NodeRules.rejection_message`: Koordinator's Filter status
+    #: message), not the kubelet's
+    family_message: bool = False
 
 
 def machine_fingerprint(machine: Machine) -> str:
@@ -292,8 +296,10 @@ class Node:
             decisions = admit(policy, scope, providers, pod, pod.containers,
                               self.rules.merge(policy, providers))
         except Rejected as e:
-            return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc,
-                             containers=tuple(self._rejected(d, explain) for d in e.decisions)), None
+            words = self.rules.rejection_message(e.reasons)  # the family's words, if it has any
+            return PodResult(pod, False, e.reason, e.message if words is None else words, policy=pol,
+                             scope=sc, containers=tuple(self._rejected(d, explain) for d in e.decisions),
+                             family_message=words is not None), None
         except AdmissionError as e:
             return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc), None
         results = tuple(self._container_result(work, pod, d, explain) for d in decisions)

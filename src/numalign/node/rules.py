@@ -123,6 +123,10 @@ class NodeRules:
     def merge(self, policy: TopologyPolicy, providers: Sequence[Provider]) -> Merge | None:
         return self.decides.merge(policy, providers)
 
+    def rejection_message(self, reasons: Sequence[str]) -> str | None:
+        """The family's message for a merge rejection with ``reasons`` (None: the kubelet's)."""
+        return self.decides.rejection_message(reasons)
+
 
 def node_policy(machine: Machine) -> NodePolicy:
     """The Topology Manager settings of ``machine``'s kubelet section, checked as the node's

@@ -29,7 +29,10 @@ Summary (:meth:`MetricsRecorder.summary`), per profile:
 * ``arrived`` (pods the workload submitted), ``scheduled`` (placed and admitted),
   ``topology_affinity_errors`` (rejections with reason ``TopologyAffinityError``),
   ``rejected`` (all reasons) and ``rejections`` by reason, ``pending`` (pods pending now),
-  ``dropped`` (pending pods given up), ``unschedulable_attempts``, ``retries`` (rejected pods
+  ``dropped`` (pending pods given up), ``unschedulable_attempts`` and
+  ``unschedulable_reasons`` (per reason the scheduler gave for a cycle that found no node: the
+  filter's refusal of the last node it tried, at most :data:`MAX_UNSCHEDULABLE_REASONS`
+  distinct reasons, the others counted under :data:`OTHER_REASONS`), ``retries`` (rejected pods
   recreated), ``departed``. Every submitted pod ends in exactly one outcome, so
   ``arrived + retries == scheduled + rejected + pending + dropped`` (see :func:`unaccounted`);
 * ``aligned`` and ``aligned_fraction`` = aligned / scheduled (0 when nothing was scheduled);
@@ -57,6 +60,10 @@ from itertools import pairwise
 from typing import Any
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
+#: distinct reasons kept in ``unschedulable_reasons`` (a family's words may name masks: many)
+MAX_UNSCHEDULABLE_REASONS = 32
+#: where the reasons beyond :data:`MAX_UNSCHEDULABLE_REASONS` are counted
+OTHER_REASONS = "(other reasons)"
 
 Point = tuple[float, float]
 
@@ -92,6 +99,7 @@ class ProfileMetrics:
     aligned: int = 0
     rejections: Counter[str] = field(default_factory=Counter)
     unschedulable_attempts: int = 0
+    unschedulable_reasons: Counter[str] = field(default_factory=Counter)
     retries: int = 0
     departed: int = 0
     dropped: int = 0
@@ -288,11 +296,16 @@ class MetricsRecorder:
             m.latencies_s.append(latency_s)
 
     def record_pending(
-        self, profile: str, time_s: float, pod: str, *, latency_s: float | None = None
+        self, profile: str, time_s: float, pod: str, *, latency_s: float | None = None,
+        reason: str | None = None,
     ) -> None:
-        """No node passed the filters for ``pod`` in this cycle: it is (still) pending."""
+        """No node passed the filters for ``pod`` in this cycle: it is (still) pending
+        (``reason``: the one the scheduler gave, e.g. the last node's filter refusal)."""
         m = self.profile(profile)
         m.unschedulable_attempts += 1
+        if reason:
+            known = m.unschedulable_reasons
+            known[reason if reason in known or len(known) < MAX_UNSCHEDULABLE_REASONS else OTHER_REASONS] += 1
         if pod not in m.pending_pods:
             m.pending_pods.add(pod)
             m.pending.append((time_s, float(len(m.pending_pods))))
@@ -368,6 +381,7 @@ class MetricsRecorder:
             "rejected": m.rejected,
             "rejections": dict(sorted(m.rejections.items())),
             "unschedulable_attempts": m.unschedulable_attempts,
+            "unschedulable_reasons": dict(sorted(m.unschedulable_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
             "dropped": m.dropped,
             "departed": m.departed,
             "scheduling_cycles": cycles,

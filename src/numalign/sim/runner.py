@@ -181,7 +181,7 @@ class _Run:
                     again = replace(pod, uid=f"{pod.uid}-r{n + 1}")
                     self.push(t + self.delay, RETRY, (again, duration, deadline))
             return False
-        self.rec.record_pending(self.name, t, pod.key, latency_s=dt)
+        self.rec.record_pending(self.name, t, pod.key, latency_s=dt, reason=out.reason)
         if pod.uid not in self.pending_uids:
             self.pending.append((pod, duration, deadline))
             self.pending_uids.add(pod.uid)

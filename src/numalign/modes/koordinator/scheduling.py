@@ -27,7 +27,10 @@ Read from koordinator-sh/koordinator:
 
 The filter runs the node in the ``koordinator`` engine mode (:mod:`numalign.modes`: the pod's and
 the node label's policy, pod scope, Koordinator's CPU hints and bind policies from
-:mod:`numalign.modes.koordinator.cpu`) and plans with it; the Score reuses that plan.
+:mod:`numalign.modes.koordinator.cpu`) and plans with it; the Score reuses that plan. A node
+whose Topology Manager refuses the pod fails with Koordinator's own status message
+(``topologymanager.Admit``: ``NewStatus(Unschedulable, reasons...)``, the reasons joined with
+``", "``; :mod:`numalign.modes.koordinator.reasons`), as the scheduler's event would show it.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
     except MergeTooLarge as e:  # the merge's step cap: this node is infeasible for this pod
         return FilterResult(False, reason=f"{e.reason}: {e.message}")
     if planned is None:
+        if result.family_message and result.message:  # Koordinator's words: its Filter status
+            return FilterResult(False, reason=result.message)
         return FilterResult(False, reason=f"{result.reason}: {result.message}")
     used = pod_numa_nodes(node.machine, planned, pod.uid)
     policy = spec.policy or node_policy

@@ -54,6 +54,9 @@ class KubeletNode:
     def merge(self, policy: TopologyPolicy, providers: Sequence[Provider]) -> Merge | None:
         return None
 
+    def rejection_message(self, reasons: Sequence[str]) -> str | None:
+        return None  # the kubelet's merge has no words of its own
+
 
 #: the kubelet's row: the current merge rule, ``single-numa-node`` turns an all-nodes result
 #: into no affinity, no ``unsatisfied`` report, no pod policy of its own outside KEP-693
