@@ -108,6 +108,15 @@ def test_two_releases_two_scores_through_http(serve: Any) -> None:
     got = {h["Host"]: h["Score"] for h in res}
     assert got == {n: least_numa_nodes(c, 2) * 10 // 100 for n, c in counts.items()}
     assert got["old"] < got["new"]
+    # the exporter republishes both (new metadata, the same pods): the rebuilt engines admit
+    # the assumed wide pods again, each under its Node object's release
+    for name in versions:
+        obj = nrt(name)
+        obj["metadata"]["labels"] = {"republished": "yes"}
+        assert core.update_node(name, obj)
+        assert len(core.nodes[name].assumed) == 1
+    status, res = client.post("/prioritize", with_nodes(kube_pod("small2", SMALL), versions))
+    assert {h["Host"]: h["Score"] for h in res} == got
 
 
 def test_a_release_that_refuses_the_configuration_fails_that_node(serve: Any) -> None:

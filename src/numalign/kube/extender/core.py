@@ -36,7 +36,7 @@ from numalign.kube.extender.engines import (
     nrt_digests,
 )
 from numalign.kube.extender.gcfreeze import FreezePolicy
-from numalign.kube.extender.node_release import NrtKubelet, entry_under
+from numalign.kube.extender.node_release import NrtKubelet, Under, under_release
 from numalign.kube.metrics import ExtenderMetrics
 from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes
@@ -499,9 +499,20 @@ class ExtenderCore:
             if self._seq.get(name) != seq:
                 return False  # superseded
             old = self.nodes.get(name)
+            nrt = None
+            text = self._kubelet_seen.get(name)
+            if text is not None:  # the engine under the Node object's release, before the
+                # assumed pods are admitted into it again
+                assert built.node is not None
+                got = under_release(built.node, built.content, built.source, None, text)
+                if isinstance(got, Under):
+                    built = replace(built, node=got.node, content=got.content, source=got.source)
+                    nrt, warm = got.nrt, {}
             entry = self._successor(name, built, old, warm)
+            if nrt is not None:
+                entry = replace(entry, nrt=nrt)
             self._parked.pop(name, None)
-            # the release of the node's Node object decides, when one named it
+            # the release of the node's Node object decides, when one named it (refused: parked)
             published = self._use_node_version(name, entry, old)
         if published and self.freeze is not None:
             self.freeze.published()
@@ -530,11 +541,22 @@ class ExtenderCore:
         if published and self.freeze is not None:
             self.freeze.published()
 
+    @staticmethod
+    def _under(entry: NodeEntry, text: str | None) -> NodeEntry | str:
+        """``entry`` deciding by the release ``text`` names (None: the NRT's): ``entry`` itself
+        when it already does, else its successor (the same state, assumptions and digest; the
+        version bumped, an empty decision cache), or why the node cannot decide under it."""
+        got = under_release(entry.node, entry.content, entry.source, entry.nrt, text)
+        if got is None or isinstance(got, str):
+            return entry if got is None else got
+        return replace(entry, version=entry.version + 1, cache={}, node=got.node,
+                       content=got.content, source=got.source, nrt=got.nrt)
+
     def _use_node_version(self, name: str, entry: NodeEntry, old: NodeEntry | None) -> bool:
         """Publish ``entry`` (``name``'s snapshot to be, ``old`` the published one) deciding
         by the release of the node's Node object, or park it with the reason that release
         cannot decide; ``True`` when published (under the write lock)."""
-        got = entry_under(entry, self._kubelet_seen.get(name))
+        got = self._under(entry, self._kubelet_seen.get(name))
         if isinstance(got, str):
             self._swap(name, None)
             self._parked[name] = entry

@@ -9,7 +9,7 @@ names decides for that node (:mod:`numalign.modes.kubelet.releases`).
 
 The core (:meth:`~numalign.kube.extender.core.ExtenderCore.use_node_versions`) remembers the
 text each node's Node object carried last and acts only when it changes: the node's snapshot
-is then replaced by one whose engine decides by that release (:func:`entry_under`: the same
+is then replaced by one whose engine decides by that release (:func:`under_release`: the same
 state and assumptions over a machine whose kubelet section names the version, the rules
 resolved anew), and a rebuild from a new NRT object gets the same treatment when it is
 published. So an engine is made once per (NRT object, release), not per request; decisions
@@ -24,21 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from numalign.errors import InputError
 from numalign.machine.kubelet_version import MAX_VERSION_CHARS, parse_kubelet_version
 from numalign.machine.model import Machine
 from numalign.modes.kubelet.releases import release_of
+from numalign.node.admission import Node
 from numalign.resources.device_index import share_index
-
-if TYPE_CHECKING:
-    from numalign.kube.extender.core import NodeEntry
 
 #: the field of a Node object that names its kubelet's version
 FIELD = "status.nodeInfo.kubeletVersion"
 
-__all__ = ["FIELD", "NrtKubelet", "entry_under", "kubelet_texts"]
+__all__ = ["FIELD", "NrtKubelet", "Under", "kubelet_texts", "under_release"]
 
 
 @dataclass(frozen=True)
@@ -69,16 +67,27 @@ def kubelet_texts(names: Sequence[str], items: Sequence[Any]) -> list[tuple[str,
     return out
 
 
-def entry_under(entry: NodeEntry, text: str | None) -> NodeEntry | str:
-    """``entry`` deciding by the kubelet release ``text`` names (None: the NRT's own):
-    ``entry`` itself when it already does, else its successor (the same state, assumptions
-    and NRT digest; the version bumped, an empty decision cache); or the one-line reason the
-    node cannot decide under it."""
-    base = entry.nrt
-    machine = base.machine if base is not None else entry.node.machine
+@dataclass(frozen=True)
+class Under:
+    """A node's engine under another kubelet release, and the snapshot fields that go with
+    it: the decision-sharing key, the NRT object of a large engine, what the NRT gave."""
+
+    node: Node
+    content: str
+    source: Any
+    nrt: NrtKubelet | None
+
+
+def under_release(node: Node, content: str, source: Any, nrt: NrtKubelet | None,
+                  text: str | None) -> Under | str | None:
+    """A snapshot's engine ``node`` (its ``content`` key, ``source`` and ``nrt``) deciding by
+    the kubelet release ``text`` names (None: the NRT's own): ``None`` when it already does;
+    else the engine re-resolved under it (the same state); or the one-line reason the node
+    cannot decide under it."""
+    machine = nrt.machine if nrt is not None else node.machine
     if text is None:
-        if base is None:
-            return entry
+        if nrt is None:
+            return None
         version = None
     else:
         if text.startswith("<"):
@@ -88,25 +97,23 @@ def entry_under(entry: NodeEntry, text: str | None) -> NodeEntry | str:
             release_of(version)  # older than every modelled release: said so
         except InputError as e:
             return e.message
-        if entry.node.rules.decides_as(version):
-            return entry
+        if node.rules.decides_as(version):
+            return None
     wanted = machine
     if version is not None:
         wanted = replace(machine, kubelet=replace(machine.kubelet, kubelet_version=version))
         share_index(machine, wanted)  # the same devices: not made again
     try:
-        node = entry.node.with_machine(wanted)
+        twin = node.with_machine(wanted)
     except InputError as e:
         return (f"the node's kubelet {text} ({FIELD}) would not start with its configuration: "
                 f"{e.message}")
-    bumped = replace(entry, version=entry.version + 1, cache={})
-    if version is None or node.rules.decides_as(machine.kubelet.kubelet_version):
+    if version is None or twin.rules.decides_as(machine.kubelet.kubelet_version):
         # the NRT's own release after all: its content key and NRT object again
-        if base is None:
-            return replace(bumped, node=node)
-        return replace(bumped, node=node, content=base.content, source=base.source, nrt=None)
-    kept = base or NrtKubelet(machine, entry.content, entry.source)
+        if nrt is None:
+            return Under(twin, content, source, None)
+        return Under(twin, nrt.content, nrt.source, None)
+    kept = nrt or NrtKubelet(machine, content, source)
     # large engines are decided in this process (the evaluation worker rebuilds engines from
     # the NRT object, which names another release)
-    return replace(bumped, node=node, nrt=kept, source=None,
-                   content=f"{kept.content}@{version.minor_text}" if kept.content else "")
+    return Under(twin, f"{kept.content}@{version.minor_text}" if kept.content else "", None, kept)
