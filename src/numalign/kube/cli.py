@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (``numalign --help``)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from numalign.errors import InputError
     from numalign.kube.exporter import ExportSources, export_command
 

@@ -36,6 +36,7 @@ from numalign.kube.extender.engines import (
     nrt_digests,
 )
 from numalign.kube.extender.gcfreeze import FreezePolicy
+from numalign.kube.extender.node_release import NrtKubelet, Under, under_release
 from numalign.kube.metrics import ExtenderMetrics
 from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes
@@ -129,6 +130,9 @@ class NodeEntry:
     content: str = ""
     #: the NRT object of a large engine (``Built.source``), else None
     source: Any = None
+    #: what the NRT gave, when the release of the node's Node object decides instead
+    #: (:mod:`~numalign.kube.extender.node_release`)
+    nrt: NrtKubelet | None = None
 
 
 def _copy(name: str) -> str:
@@ -247,6 +251,11 @@ class ExtenderCore:
         self._scattered_keys = 0  # keys made one at a time since the last compaction
         #: canonical failure reasons (one object per distinct reason, bounded)
         self._reasons: dict[str, str] = {}
+        #: node -> ``status.nodeInfo.kubeletVersion`` of its Node object last seen (None: it
+        #: carried none); known nodes only (:mod:`~numalign.kube.extender.node_release`)
+        self._kubelet_seen: dict[str, str | None] = {}
+        #: node -> its snapshot while the release its Node object names leaves it unusable
+        self._parked: dict[str, NodeEntry] = {}
 
     @property
     def max_numa(self) -> int:
@@ -306,6 +315,8 @@ class ExtenderCore:
             self._count_numa(old, None)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
+            self._parked.pop(name, None)
+            self._kubelet_seen.pop(name, None)
             self._count_assumed(name)
             self._count_nodes()
 
@@ -475,6 +486,7 @@ class ExtenderCore:
                 if self._seq.get(name) != seq:
                     return False
                 old = self._swap(name, None)
+                self._parked.pop(name, None)
                 self.broken[name] = built.error
                 if built.digest:
                     self._broken_digest[name] = built.digest
@@ -487,15 +499,83 @@ class ExtenderCore:
             if self._seq.get(name) != seq:
                 return False  # superseded
             old = self.nodes.get(name)
+            nrt = None
+            text = self._kubelet_seen.get(name)
+            if text is not None:  # the engine under the Node object's release, before the
+                # assumed pods are admitted into it again
+                assert built.node is not None
+                got = under_release(built.node, built.content, built.source, None, text)
+                if isinstance(got, Under):
+                    built = replace(built, node=got.node, content=got.content, source=got.source)
+                    nrt, warm = got.nrt, {}
             entry = self._successor(name, built, old, warm)
-            self.broken.pop(name, None)
-            self._broken_digest.pop(name, None)
-            self._swap(name, entry)
-            self._count_numa(old, entry)
+            if nrt is not None:
+                entry = replace(entry, nrt=nrt)
+            self._parked.pop(name, None)
+            # the release of the node's Node object decides, when one named it (refused: parked)
+            published = self._use_node_version(name, entry, old)
+        if published and self.freeze is not None:
+            self.freeze.published()
+        return published
+
+    def use_node_versions(self, texts: Sequence[tuple[str, str | None]]) -> None:
+        """The Node objects of a request, as (name, ``status.nodeInfo.kubeletVersion`` or
+        None): a node whose Node object names another version than it last did decides by
+        that release from now on (:mod:`~numalign.kube.extender.node_release`); nodes whose
+        text is unchanged cost a dictionary lookup."""
+        seen = self._kubelet_seen
+        missing = object()
+        changed = [(n, t) for n, t in texts if seen.get(n, missing) != t]
+        if not changed:
+            return
+        published = False
+        with self._write:
+            for name, text in changed:
+                current = self.nodes.get(name) or self._parked.get(name)
+                if current is None:  # no usable NRT yet: its next request tells again
+                    continue
+                seen[name] = text
+                old = self.nodes.get(name)
+                if self._use_node_version(name, current, old) and self.nodes.get(name) is not old:
+                    published = True
+        if published and self.freeze is not None:
+            self.freeze.published()
+
+    @staticmethod
+    def _under(entry: NodeEntry, text: str | None) -> NodeEntry | str:
+        """``entry`` deciding by the release ``text`` names (None: the NRT's): ``entry`` itself
+        when it already does, else its successor (the same state, assumptions and digest; the
+        version bumped, an empty decision cache), or why the node cannot decide under it."""
+        got = under_release(entry.node, entry.content, entry.source, entry.nrt, text)
+        if got is None or isinstance(got, str):
+            return entry if got is None else got
+        return replace(entry, version=entry.version + 1, cache={}, node=got.node,
+                       content=got.content, source=got.source, nrt=got.nrt)
+
+    def _use_node_version(self, name: str, entry: NodeEntry, old: NodeEntry | None) -> bool:
+        """Publish ``entry`` (``name``'s snapshot to be, ``old`` the published one) deciding
+        by the release of the node's Node object, or park it with the reason that release
+        cannot decide; ``True`` when published (under the write lock)."""
+        got = self._under(entry, self._kubelet_seen.get(name))
+        if isinstance(got, str):
+            self._swap(name, None)
+            self._parked[name] = entry
+            self.broken[name] = got
+            if entry.digest:
+                self._broken_digest[name] = entry.digest
+            self._count_numa(old, None)
             self._count_assumed(name)
             self._count_nodes()
-        if self.freeze is not None:
-            self.freeze.published()
+            print(f"numalign extender: node {name}: {got}", file=self.log)
+            return False
+        self._parked.pop(name, None)
+        self.broken.pop(name, None)
+        self._broken_digest.pop(name, None)
+        if got is not old:
+            self._swap(name, got)
+            self._count_numa(old, got)
+        self._count_assumed(name)
+        self._count_nodes()
         return True
 
     def _swap(self, name: str, entry: NodeEntry | None) -> NodeEntry | None:

@@ -36,6 +36,7 @@ from numalign.kube.extender.http_loop import (
     Request,
     Response,
 )
+from numalign.kube.extender.node_release import kubelet_texts
 from numalign.kube.extender.podcache import PodCache
 from numalign.kube.extender.wire import BadRequest
 from numalign.kube.metrics import CONTENT_TYPE
@@ -266,6 +267,8 @@ class ExtenderHandler:
     def _filter(self, args: Mapping[str, Any]) -> Any:
         names, items = wire.node_args(args)
         pod, shape = self.server.pod_cache.parse(args)
+        if items is not None:  # the Node objects' kubelet releases decide (node_release.py)
+            self.server.core.use_node_versions(kubelet_texts(names, items))
         srv = self.server
         got = filter_bounded(srv.core, srv.evaluator, pod, names, shape, srv.request_budget)
         if isinstance(got, Future):
@@ -273,8 +276,10 @@ class ExtenderHandler:
         return wire.filter_result(args, names, items, *got)
 
     def _prioritize(self, args: Mapping[str, Any]) -> Any:
-        names, _ = wire.node_args(args)
+        names, items = wire.node_args(args)
         pod, shape = self.server.pod_cache.parse(args)
+        if items is not None:
+            self.server.core.use_node_versions(kubelet_texts(names, items))
         srv = self.server
         got = prioritize_bounded(srv.core, srv.evaluator, pod, names, shape, srv.request_budget)
         if isinstance(got, Future):
