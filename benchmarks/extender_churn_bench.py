@@ -363,8 +363,7 @@ def main(nodes: int = NODES) -> dict[str, Any]:
 
     if os.environ.get("CHURN_WORKER_NICE"):  # diagnostics: the builder workers' priority
         builder.WORKER_NICE = int(os.environ["CHURN_WORKER_NICE"])
-    if os.environ.get("CHURN_WORKER_BATCH"):
-        builder.WORKER_BATCH = os.environ["CHURN_WORKER_BATCH"] == "1"
+
     print(f"extender under churn: {nodes} NRTs, {RATE} updates/s from the source, {CLIENTS} "
           f"closed-loop /filter clients x 100 NodeNames (another process), {RUNS} runs of "
           f"{PHASE_SECONDS:.0f} s with updates + {PHASE_SECONDS:.0f} s without (the reference); "

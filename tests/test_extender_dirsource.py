@@ -173,6 +173,19 @@ def test_json_files_are_strict_json_and_other_files_yaml(tmp_path: Path) -> None
     assert "c.json: cannot read (malformed JSON: NaN is not a JSON value)" in log.getvalue()
 
 
+def test_a_file_being_rewritten_in_place_keeps_its_objects(
+        loaded: tuple[Path, DirSource, ExtenderCore]) -> None:
+    """open(..., "w") truncates first: an event may name the file while it is empty."""
+    d, src, core = loaded
+    (d / "n4.yaml").write_text("")
+    assert src.apply(core, ["n4.yaml"]) == 0 and "n4" in core.nodes
+    put(d, nrt("n4", free=2))  # the write lands
+    assert src.apply(core, ["n4.yaml"]) == 1
+    assert decisions(core) == decisions(fresh(d))
+    (d / "n4.yaml").unlink()  # removing the file removes its node
+    assert src.apply(core, ["n4.yaml"]) == 1 and "n4" not in core.nodes
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 def test_a_fifo_named_like_an_nrt_file_is_refused_unopened(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.yaml")  # opening it for reading would block without a writer

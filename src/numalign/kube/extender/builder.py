@@ -44,9 +44,6 @@ T = TypeVar("T")
 BUILD_TIMEOUT = 60.0
 #: the workers' niceness once the initial list is in (:meth:`ProcessBuilder.settled`)
 WORKER_NICE = 10
-#: and their scheduling policy then: ``SCHED_BATCH`` (CPU-bound work that does not preempt
-#: others when it wakes)
-WORKER_BATCH = False
 #: worker processes at most (each holds its own interpreter and numalign: about 60 MiB)
 MAX_WORKERS = 4
 
@@ -76,54 +73,43 @@ def build_and_decide(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]],
     return built, decisions, durations
 
 
-#: a worker's priority for a job: (niceness, -1 to leave it; ``SCHED_BATCH``)
-Priority = tuple[int, bool]
-AS_STARTED: Priority = (-1, False)
-
-
-def _lower(priority: Priority) -> None:
-    """Lower this worker's priority (never raise it back): its niceness to ``priority[0]``,
-    and with ``priority[1]`` the ``SCHED_BATCH`` policy where that exists."""
-    level, batch = priority
-    if level > 0:
+def _lower(nice: int) -> None:
+    """Lower this worker's priority to niceness ``nice`` (never raise it back; -1: leave it)."""
+    if nice > 0:
         with contextlib.suppress(OSError):
             now = os.nice(0)
-            if now < level:
-                os.nice(level - now)
-    if batch and hasattr(os, "SCHED_BATCH"):
-        with contextlib.suppress(OSError):
-            if os.sched_getscheduler(0) != os.SCHED_BATCH:
-                os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+            if now < nice:
+                os.nice(nice - now)
 
 
-def _call(priority: Priority, fn: Callable[..., T], *args: Any) -> T:
-    _lower(priority)
+def _call(nice: int, fn: Callable[..., T], *args: Any) -> T:
+    _lower(nice)
     return fn(*args)
 
 
-def _timed(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], priority: Priority = AS_STARTED,
+def _timed(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice: int = -1,
            ) -> tuple[tuple[Built, dict[int, Decision], list[float]], float]:
     """:func:`build_and_decide` and the worker's CPU seconds for it."""
-    _lower(priority)
+    _lower(nice)
     c0 = time.process_time()
     out = build_and_decide(profile, obj, pods)
     return out, time.process_time() - c0
 
 
-def _timed_pickled(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], priority: Priority = AS_STARTED,
+def _timed_pickled(profile: str, obj: Any, pods: Sequence[tuple[int, Pod]], nice: int = -1,
                    ) -> tuple[bytes, float]:
     """:func:`_timed` with the result pickled here, in the worker: the server's thread that
     receives it then only takes bytes, and the result is opened where it is installed."""
-    _lower(priority)
+    _lower(nice)
     c0 = time.process_time()
     out = pickle.dumps(build_and_decide(profile, obj, pods), pickle.HIGHEST_PROTOCOL)
     return out, time.process_time() - c0
 
 
 def _timed_many(profile: str, items: Sequence[tuple[Any, Sequence[tuple[int, Pod]]]],
-                priority: Priority = AS_STARTED) -> tuple[bytes, float]:
+                nice: int = -1) -> tuple[bytes, float]:
     """:func:`build_and_decide` of each item, the list pickled here, and the CPU seconds."""
-    _lower(priority)
+    _lower(nice)
     c0 = time.process_time()
     out = pickle.dumps([build_and_decide(profile, obj, pods) for obj, pods in items],
                        pickle.HIGHEST_PROTOCOL)
@@ -140,8 +126,8 @@ class ProcessBuilder:
         self.profile = profile
         self.timeout = timeout
         self.workers = max(1, workers)
-        #: the workers' priority for the next jobs (see :meth:`settled`)
-        self.priority: Priority = AS_STARTED
+        #: the workers' niceness for the next jobs (-1: as started; see :meth:`settled`)
+        self.nice = -1
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -171,7 +157,7 @@ class ProcessBuilder:
         """The initial list is in: from now on the workers run at niceness
         :data:`WORKER_NICE` (an update's build is background work; the serving process,
         answering requests, gets the CPU first where they compete for it)."""
-        self.priority = (WORKER_NICE, WORKER_BATCH)
+        self.nice = WORKER_NICE
 
     def run(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """``fn(*args)`` in a worker (``fn`` and ``args`` picklable, ``fn`` a module-level
@@ -179,11 +165,11 @@ class ProcessBuilder:
         (the next call starts a new one)."""
         pool = self._executor()
         try:
-            fut = pool.submit(_call, self.priority, fn, *args)
+            fut = pool.submit(_call, self.nice, fn, *args)
         except (BrokenProcessPool, RuntimeError):
             self._restart(pool)
             pool = self._executor()
-            fut = pool.submit(_call, self.priority, fn, *args)
+            fut = pool.submit(_call, self.nice, fn, *args)
 
         def died(f: Future[Any]) -> None:
             if not f.cancelled() and isinstance(f.exception(), BrokenProcessPool):
@@ -196,7 +182,7 @@ class ProcessBuilder:
                  ) -> tuple[Built, dict[int, Decision], list[float]]:
         pool = self._executor()
         try:
-            out, cpu = pool.submit(_timed, self.profile, obj, list(pods), self.priority).result(self.timeout)
+            out, cpu = pool.submit(_timed, self.profile, obj, list(pods), self.nice).result(self.timeout)
         except (BrokenProcessPool, TimeoutError) as e:
             self._restart(pool)
             why = "timed out" if isinstance(e, TimeoutError) else "worker process died"
@@ -227,11 +213,11 @@ class ProcessBuilder:
             out.set_result(res)
 
         try:
-            inner = pool.submit(_timed_pickled, self.profile, obj, list(pods), self.priority)
+            inner = pool.submit(_timed_pickled, self.profile, obj, list(pods), self.nice)
         except (BrokenProcessPool, RuntimeError):
             self._restart(pool)
             pool = self._executor()
-            inner = pool.submit(_timed_pickled, self.profile, obj, list(pods), self.priority)
+            inner = pool.submit(_timed_pickled, self.profile, obj, list(pods), self.nice)
         inner.add_done_callback(done)
         return out
 
@@ -242,7 +228,7 @@ class ProcessBuilder:
         holds what :meth:`__call__` returns for each, opened on the thread that takes it.
         When the worker dies, every item is a refused node."""
         out: Future[list[tuple[Built, dict[int, Decision], list[float]]]] = Future()
-        args = (self.profile, [(obj, list(pods)) for obj, pods in items], self.priority)
+        args = (self.profile, [(obj, list(pods)) for obj, pods in items], self.nice)
         pool = self._executor()
         try:
             inner = pool.submit(_timed_many, *args)

@@ -20,8 +20,10 @@ Reading and parsing run in the builder's worker processes when the source is giv
 2 ms of Python, which on a thread of the serving process would take the interpreter lock from
 the thread answering ``/filter``. Without one, files are read on the calling thread.
 
-A file that cannot be read or parsed keeps its last good objects (and is logged); nothing
-here holds the core's lock.
+A file that cannot be read or parsed keeps its last good objects (and is logged), and so
+does an empty one: a writer that rewrites a file in place (``open``, which truncates it,
+then ``write``) makes it empty for a moment, and an event can name it then; deleting the
+file removes its objects. Nothing here holds the core's lock.
 """
 
 from __future__ import annotations
@@ -136,6 +138,8 @@ def read_file(directory: str, name: str) -> FileRead:
             return FileRead(name, key, error="not a regular file")
         if st.st_size > MAX_FILE_BYTES:
             return FileRead(name, key, error=f"larger than {MAX_FILE_BYTES} bytes")
+        if st.st_size == 0:  # a writer truncating it in place has not written it yet
+            return FileRead(name, key, error="empty")
         try:
             data = fh.read(MAX_FILE_BYTES + 1)
         except OSError as e:
