@@ -274,4 +274,4 @@ def test_the_files_text_is_what_safe_dump_writes() -> None:
         obj = build_nrt(Node(machine), name=machine.name or "m")
         assert dump_yaml(obj) == yaml.safe_dump(obj, sort_keys=False), spec.name
         checked += 1
-    assert checked == 4  # dual-socket-ht, fig1, gb200, gpu-8x-rdma
+    assert checked >= 4  # dual-socket-ht, fig1, gb200, gpu-8x-rdma at least
