@@ -53,7 +53,10 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("base_ref")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", default="", metavar="TEXT",
+                    help="only the commands whose name contains TEXT (e.g. numalign)")
     args = ap.parse_args(argv)
+    commands = {n: c for n, c in COMMANDS.items() if args.only in n}
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "base"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree),
@@ -62,11 +65,11 @@ def main(argv: list[str]) -> int:
             trees = {"base": tree / "src", "this": REPO / "src"}
             times: dict[tuple[str, str], list[float]] = {}
             for i in range(args.runs):
-                for name, command in COMMANDS.items():
+                for name, command in commands.items():
                     for side in ("base", "this") if i % 2 == 0 else ("this", "base"):
                         times.setdefault((name, side), []).append(cpu_of(trees[side], command))
             print(f"CPU s (user + system), min / median of {args.runs}; load {os.getloadavg()[0]:.1f}")
-            for name in COMMANDS:
+            for name in commands:
                 b, t = times[(name, "base")], times[(name, "this")]
                 print(f"  {name:48s} base {min(b):7.2f} / {statistics.median(b):7.2f}   "
                       f"this {min(t):7.2f} / {statistics.median(t):7.2f}   "
