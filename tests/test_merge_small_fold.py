@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import numalign.engine.merge as merge_module
@@ -59,8 +59,16 @@ def test_small_fold_equals_the_product_fold(case: tuple[int, list[HintList], Fit
     assert merge_lists(lists, default, fit) == expected
 
 
+#: hint lists whose masks may be empty (0 nodes) or reach beyond the default's nodes
+TINY_LISTS = st.lists(
+    st.lists(st.builds(TopologyHint, st.integers(0, 15) | st.just(None), st.booleans()), min_size=1, max_size=6),
+    min_size=1, max_size=4,
+)
+
+
 @settings(SETTINGS, max_examples=300)
-@given(small_cases())
+@given(small_cases() | st.tuples(st.sampled_from([3, 6, 7, 15]), TINY_LISTS, st.just(FitOrder())))
+@example((520, [[TopologyHint(8, False), TopologyHint(0, False), TopologyHint(520, False)]], FitOrder()))
 def test_tiny_fold_is_the_product_fold(case: tuple[int, list[HintList], FitOrder]) -> None:
     """The permutation-by-permutation fold of inputs of a few permutations (Narrowest)."""
     default, lists, _ = case

@@ -20,8 +20,10 @@ from itertools import product
 
 from numalign.engine.hints import TopologyHint
 
-#: explicit inputs of at most this many permutations are folded permutation by permutation
-TINY_PERMUTATIONS = 30
+#: explicit inputs of at most this many permutations are folded permutation by permutation:
+#: about where the fold's per-permutation cost meets the small-input fold's set-up cost (2 to
+#: 6 lists, ``benchmarks/merge_bench.py``)
+TINY_PERMUTATIONS = 40
 
 
 def tiny_permutations(lists: Sequence[object]) -> int:
@@ -42,12 +44,12 @@ def fold_tiny(lists: Sequence[Sequence[TopologyHint]], default: int) -> Topology
     # bestNonPreferredAffinityCount: the largest of the lists' narrowest affinities
     bnp = 0
     for hints in lists:
-        narrowest = 0
+        narrowest = None  # an empty mask (0 nodes) counts too
         for h in hints:
             a = h.affinity
-            if a is not None and (narrowest == 0 or a.bit_count() < narrowest):
+            if a is not None and (narrowest is None or a.bit_count() < narrowest):
                 narrowest = a.bit_count()
-        if narrowest > bnp:
+        if narrowest is not None and narrowest > bnp:
             bnp = narrowest
     best = 0  # 0: none yet (an empty merged mask never wins)
     best_pref = False

@@ -170,11 +170,18 @@ _TIME_FIG_WIDTH = 8.5
 _MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 0.9, 0.25, 0.8, 0.6
 
 
-def _time_figure(rows: int, row_height: float = 2.4) -> tuple[Figure, Any]:
-    import matplotlib.pyplot as plt
+def _figure(**kwargs: Any) -> Figure:
+    """A figure drawn by the Agg renderer, without :mod:`matplotlib.pyplot` (its import, its
+    figure manager and backend selection cost the report a second of start-up)."""
+    from matplotlib.figure import Figure
 
+    return Figure(**kwargs)
+
+
+def _time_figure(rows: int, row_height: float = 2.4) -> tuple[Figure, Any]:
     height = row_height * rows + _MARGIN_TOP + _MARGIN_BOTTOM
-    fig, axes = plt.subplots(rows, 1, figsize=(_TIME_FIG_WIDTH, height), sharex=True, squeeze=False)
+    fig = _figure(figsize=(_TIME_FIG_WIDTH, height))
+    axes = fig.subplots(rows, 1, sharex=True, squeeze=False)
     fig.subplots_adjust(
         left=_MARGIN_LEFT / _TIME_FIG_WIDTH,
         right=1 - _MARGIN_RIGHT / _TIME_FIG_WIDTH,
@@ -223,9 +230,6 @@ def _png(fig: Figure, *, tight: bool = True) -> str:
     """The figure as base64 PNG; ``tight=False`` keeps the figure's own size and margins."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight" if tight else None)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -341,8 +345,6 @@ def _numa_label(k: int) -> str:
 
 
 def figure_alignment(summary: Mapping[str, Any]) -> Figure:
-    import matplotlib.pyplot as plt
-
     profiles: Mapping[str, Any] = summary.get("profiles", {})
     counts = {
         name: {int(k): int(v) for k, v in (p.get("numa_nodes_used") or {}).items()}
@@ -350,7 +352,8 @@ def figure_alignment(summary: Mapping[str, Any]) -> Figure:
     }
     keys = sorted({k for c in counts.values() for k in c}, key=lambda k: (k == 0, k))
     colors = _colors(list(profiles))
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
+    fig = _figure(figsize=(10, 3.8))
+    ax, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
     n = max(1, len(profiles))
     width = 0.8 / n
     for i, name in enumerate(profiles):
@@ -380,7 +383,7 @@ def figure_alignment(summary: Mapping[str, Any]) -> Figure:
 
 
 def figure_heatmaps(heatmaps: Sequence[NumaHeatmap], t_end: float | None = None) -> Figure:
-    import matplotlib.pyplot as plt
+    import matplotlib
     import numpy as np
 
     n = len(heatmaps)
@@ -389,14 +392,9 @@ def figure_heatmaps(heatmaps: Sequence[NumaHeatmap], t_end: float | None = None)
     # panels sized so that the whole figure stays near the page width (text keeps its size)
     width = max(3.0, 0.62 * max(len(h.resources) for h in heatmaps) + 1.2)
     height = max(2.2, 0.5 * max(len(h.numa_nodes) for h in heatmaps) + 1.3)
-    fig, axes = plt.subplots(
-        rows,
-        cols,
-        figsize=(width * cols + 0.8, height * rows),
-        squeeze=False,
-        layout="constrained",
-    )
-    cmap = plt.get_cmap("YlOrRd").with_extremes(bad="#eeeeee")
+    fig = _figure(figsize=(width * cols + 0.8, height * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    cmap = matplotlib.colormaps["YlOrRd"].with_extremes(bad="#eeeeee")
     image = None
     for k, ax in enumerate(axes.flat):
         if k >= n:
