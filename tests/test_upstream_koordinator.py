@@ -2,7 +2,8 @@
 ``pkg/scheduler/frameworkext/topologymanager/policy_test.go``: ``commonPolicyMergeTestCases`` and
 ``bestEffortPolicy.mergeTestCases``, NUMA nodes 0-3), run in the ``koordinator`` engine mode;
 plus ``checkExclusivePolicy``, the ``koordinator`` profile's filter and the SamePCIe joint
-allocation on the DGX-2 capture."""
+allocation on the DGX-2 capture. Every policy's merge table, with the ``Unsatisfied`` flag and
+the reasons upstream asserts, is in ``tests/test_koordinator_policy_cases.py``."""
 
 from __future__ import annotations
 
@@ -55,8 +56,9 @@ BEST_EFFORT = [
     ("NUMATopologyHint not set", [], ALL, True, []),
     ("NUMATopologyHintProvider returns empty non-nil map", [{}], ALL, True, []),
     ("NUMATopologyHintProvider returns -nil map from provider", [{"resource": None}], ALL, True, []),
-    ("NUMATopologyHintProvider returns empty non-nil hints from provider", [{"resource": []}], ALL, False,
-     ["Insufficient NUMA resource"]),
+    # policy_best_effort.go returns no reasons (Restricted and SingleNUMANode say "Unsatisfied NUMA
+    # resource": tests/test_koordinator_policy_cases.py)
+    ("NUMATopologyHintProvider returns empty non-nil hints from provider", [{"resource": []}], ALL, False, []),
     ("Single NUMATopologyHint with Preferred as true and NUMANodeAffinity as nil",
      [one("resource", TopologyHint(None, True))], ALL, True, []),
     ("Single NUMATopologyHint with Preferred as false and NUMANodeAffinity as nil",

@@ -112,7 +112,9 @@ COMMANDS: dict[str, tuple[str, tuple[Example, ...]]] = {
         "Sources: the live /sys (default), a captured /sys (directory or tarball), hwloc XML,\n"
         "an hwloc synthetic description, an NRT or a Volcano Numatopology object.\n"
         "A discovered spec has the kubelet defaults (policy none); add your kubelet settings\n"
-        "with `numalign admit --kubelet-config` instead of editing it.",
+        "with `numalign admit --kubelet-config` instead of editing it. On the live host the\n"
+        "kubelet's version is asked of its binary (`kubelet --version`, 2 s at most; none\n"
+        "when it is absent or gives no version; --verbose says which).",
         (
             Example("numalign discover -o table"),
             Example("numalign discover --sysfs-root examples/captures/16amd64-8n2c.tar.bz2 -o table"),

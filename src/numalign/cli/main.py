@@ -105,7 +105,21 @@ def _machine_source(args: argparse.Namespace) -> Any:
                              "--kubelet-config")
         section = read_kubelet_configuration(args.kubelet_config)
         machine = with_kubelet_configuration(machine, section, args.kubelet_config)
+    if getattr(args, "kubelet_version", None):
+        machine = _with_kubelet_version(machine, args.kubelet_version)
     return machine
+
+
+def _with_kubelet_version(machine: Any, text: str) -> Any:
+    """``machine`` whose kubelet is ``text`` (``--kubelet-version``: wins over the spec's)."""
+    from dataclasses import replace
+
+    from numalign.machine.kubelet_version import parse_kubelet_version
+
+    version = parse_kubelet_version(text, "--kubelet-version")
+    if machine is None:
+        raise InputError("needs a machine: --machine, --sysfs-root or --hwloc-xml", "--kubelet-version")
+    return replace(machine, kubelet=replace(machine.kubelet, kubelet_version=version))
 
 
 def _read_pods(paths: Sequence[str]) -> list[Any]:
@@ -191,6 +205,9 @@ def _cmd_discover(args: argparse.Namespace) -> int:
                      device_rules=args.device_rules)
     for w in found.warnings:
         print(f"numalign discover: warning: {w}", file=sys.stderr)
+    if args.verbose:
+        for note in found.notes:
+            print(f"numalign discover: {note}", file=sys.stderr)
     sys.stdout.write(render_discovery(found, _output(args)))
     return 0
 
@@ -298,6 +315,9 @@ def build_parser(command: str | None = None, *, documented: bool = True) -> argp
         p.add_argument("--kubelet-config", metavar="FILE",
                        help="KubeletConfiguration YAML (kubelet.config.k8s.io/v1beta1): its policies, "
                             "reservations and feature gates replace the machine's kubelet section")
+        p.add_argument("--kubelet-version", metavar="VERSION",
+                       help="the node's kubelet release, e.g. v1.33.4 (wins over the spec's "
+                            "kubeletVersion; default: the newest release numalign models)")
         p.add_argument("--state-dir", metavar="DIR", help="keep admitted pods allocated here across invocations")
         p.add_argument("-o", "--output", choices=["json", "yaml", "table"], help=OUTPUT_HELP)
         p.add_argument("--explain", action="store_true",
@@ -336,6 +356,9 @@ def build_parser(command: str | None = None, *, documented: bool = True) -> argp
                        help="machine spec as yaml or json, a numactl -H style table, or an NRT object "
                             "(default: table on a terminal, json otherwise)")
         p.add_argument("--device-rules", metavar="FILE", help="YAML rules naming PCI devices as resources")
+        p.add_argument("-v", "--verbose", action="store_true",
+                       help="say on stderr what discovery found besides warnings (on the live host: "
+                            "the kubelet version `kubelet --version` printed, or why none)")
         p.set_defaults(handler=_cmd_discover)
 
     if wanted("schema"):

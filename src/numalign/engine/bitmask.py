@@ -12,6 +12,7 @@ equal counts the numerically smaller integer is narrower (so {1,2} = 0b110 is na
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 from itertools import combinations
 
 from numalign.errors import InputError
@@ -106,3 +107,22 @@ def format_mask(mask: int | None) -> str:
     if mask is None:
         return "any"
     return "{" + ",".join(str(i) for i in ids_of(mask)) + "}"
+
+
+@lru_cache(maxsize=1 << 12)
+def go_string(mask: int) -> str:
+    """The upstream bitmask's ``String()`` (the kubelet's ``topologymanager/bitmask`` and
+    Koordinator's ``pkg/util/bitmask``, the same code): binary, zero-padded to the first even
+    width ``shift + 2`` for which ``mask > 1 << shift`` (shifts 62, 60, ... 2), else to 2.
+
+    The comparison is strict, so a power of four is not padded: ``{2}`` prints ``100`` and
+    ``{4}`` ``10000``, while ``{0,2}`` prints ``0101``. Go's masks stop at bit 63; wider
+    Python masks continue the same rule from the first even shift at or above their width."""
+    if mask < 0:
+        raise ValueError("a NUMA mask is never negative")
+    shift = max(62, mask.bit_length() + (mask.bit_length() & 1))
+    while shift > 0:
+        if mask > 1 << shift:
+            return format(mask, f"0{shift + 2}b")
+        shift -= 2
+    return format(mask, "02b")

@@ -69,11 +69,18 @@ Merge = Callable[[Sequence[ProviderHints]], MergeResult]
 
 
 class Rejected(TopologyAffinityError):
-    """TopologyAffinityError carrying the decisions made so far (for explanations)."""
+    """TopologyAffinityError carrying the decisions made so far (for explanations) and the
+    refused merge's own words, if its mode has any (:attr:`MergeResult.reasons`: Koordinator's
+    reasons; empty for the kubelet's merge)."""
 
-    def __init__(self, decisions: list[Decision]) -> None:
+    def __init__(self, decisions: list[Decision], result: MergeResult | None = None) -> None:
         super().__init__()
         self.decisions = decisions
+        self.result = result
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return () if self.result is None else self.result.reasons
 
 
 def admit(
@@ -113,7 +120,7 @@ def _admit_container(
         result = merge([h for _, h in hints])
         out.append(Decision(c.name, result.hint, hints))
         if not result.admit:
-            raise Rejected(out)
+            raise Rejected(out, result)
         for p in providers:
             p.allocate(pod, c, result.hint)
     return out
@@ -126,7 +133,7 @@ def _admit_pod(
     result = merge([h for _, h in hints])
     out = [Decision(c.name, result.hint, hints) for c in containers]
     if not result.admit:
-        raise Rejected(out)
+        raise Rejected(out, result)
     for c in containers:
         for p in providers:
             p.allocate(pod, c, result.hint)

@@ -103,7 +103,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--max-body", type=int, default=8 * 1024 * 1024, metavar="BYTES")
     s.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="socket timeout")
     s.add_argument("--resync", type=float, default=1.0, metavar="SECONDS",
-                   help="NRT directory poll / API re-list period")
+                   help="API: shortest time between re-lists; --nrt-dir: the poll period "
+                        "where the directory cannot be watched for changes")
     s.add_argument("--assume-ttl", type=float, default=120.0, metavar="SECONDS",
                    help="drop an assumed pod after this long if the NRT has not shown it")
     s.add_argument("--request-budget", type=float, default=3.0, metavar="SECONDS",

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from numalign.engine.bitmask import mask_of
+from numalign.machine.kubelet_version import KubeletVersion
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,10 @@ class KubeletConfig:
     eviction_hard: Mapping[str, str] | None = None
     #: ``maxPods``: how many pods the node admits (the kubelet's default 110)
     max_pods: int = 110
+    #: the kubelet's version (``kubeletVersion`` in a machine spec, ``--kubelet-version``,
+    #: ``Node.status.nodeInfo.kubeletVersion``); None = unknown, decided as the newest release
+    #: numalign models (``modes/kubelet/releases.py``)
+    kubelet_version: KubeletVersion | None = None
 
 
 @dataclass(frozen=True)

@@ -17,30 +17,34 @@ Read upstream:
   ``TopologyManagerPolicy``) for a task with a policy.
 * **koordinator** - koordinator-sh/koordinator ``pkg/scheduler/frameworkext/topologymanager``:
   ``policy.go`` ``mergePermutation``: preferred needs every hint preferred *and* every non-nil
-  affinity equal (the kubelet's current rule); a permutation is ``Unsatisfied`` unless its
-  widest affinity equals the merged one and no provider said "cannot satisfy";
-  ``filterProvidersHints`` gives one reason per resource with no possible affinity
-  (``ErrUnsatisfiedNUMAResource``). ``policy_best_effort.go``: an unsatisfied best hint becomes
-  the all-nodes affinity. ``policy_single_numa_node.go``: an all-nodes result becomes ``nil``.
-  ``checkExclusivePolicy``: see :func:`exclusive_ok`.
+  affinity equal (the kubelet's current rule); a permutation is ``Unsatisfied`` when its widest
+  affinity is wider than the merged one or a provider said "cannot satisfy", and the best hint
+  keeps the flag of the first permutation that reached it
+  (:func:`~numalign.modes.koordinator.reasons.first_reaching_unsatisfied`).
+  ``policy_best_effort.go``: an unsatisfied best hint becomes the all-nodes affinity; never a
+  reason. ``policy_restricted.go``: a resource nobody can satisfy gives the all-nodes hint, not
+  admitted, with ``Unsatisfied NUMA <resource>``; a hint not admitted gives ``Unaligned NUMA Hint
+  cause ...``. ``policy_single_numa_node.go``: the same with no hint; an all-nodes result becomes
+  ``nil``. ``policy_none.go``: no hint, admitted. The reasons' words are in
+  :mod:`numalign.modes.koordinator.reasons`. ``checkExclusivePolicy``: see :func:`exclusive_ok`.
 
 Koordinator's hints carry a ``Score`` (``NUMATopologyHint.Score``; NodeNUMAResource's NUMA
 scorer, DeviceShare's 500): ``mergeFilteredHints`` lets a later mask of the best one's width
 replace it when it is a smaller integer or scores higher; :func:`score_tie_break` replays that
 fold among the preferred masks of the best width (``merge(score=...)``).
 
-Where numalign deliberately differs (documented in docs/schedulers.md): among non-preferred
-masks the kubelet's ranking is kept (no score tie-break); ``unsatisfied`` is decided for the
-chosen mask (is there a permutation reaching it whose hints all equal it), where Koordinator
-keeps the flag of the first permutation that reached the mask.
+Where numalign differs (documented in docs/schedulers.md): among non-preferred masks the
+kubelet's ranking is kept (``bestNonPreferredAffinityCount``, no score tie-break), where
+Koordinator's fold keeps the narrowest mask; the ``Unsatisfied`` flag and the reasons are
+Koordinator's for the mask chosen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from numalign.engine.hints import GeneratedHints, HintList, ProviderHints, TopologyHint, flatten
+from numalign.engine.hints import ProviderHints, TopologyHint, flatten
 from numalign.engine.policies import Policy, TopologyPolicy
 from numalign.modes.koordinator.numa import (
     NumaNodeStatus,
@@ -48,44 +52,46 @@ from numalign.modes.koordinator.numa import (
     mark_exclusive,
     score_tie_break,
 )
+from numalign.modes.koordinator.reasons import (
+    ERR_UNSATISFIED_NUMA_RESOURCE,
+    RESTRICTED_SEPARATOR,
+    SINGLE_NUMA_NODE_SEPARATOR,
+    first_reaching_unsatisfied,
+    unaligned_reason,
+    unsatisfied_resources,
+)
 from numalign.modes.rules import ModeRules
 from numalign.pods.annotations import Exclusive
-
-#: Koordinator's ErrUnsatisfiedNUMAResource
-ERR_UNSATISFIED_NUMA_RESOURCE = "Insufficient NUMA %s"
 
 
 @dataclass(frozen=True)
 class ModeResult:
-    """A mode's merge answer: the best hint, the admit decision and (Koordinator) whether the
-    best affinity can hold every resource, with one reason per resource that has none."""
+    """A mode's merge answer: the best hint, the admit decision and (Koordinator) the best
+    hint's ``Unsatisfied`` flag and the reasons its policy returns. The reasons are built on
+    first read (``explain``): a scheduler trying many nodes pays for the words only where it
+    reports them."""
 
     hint: TopologyHint
     admit: bool
     unsatisfied: bool = False
-    reasons: tuple[str, ...] = ()
+    explain: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False, repr=False)
 
-def _cannot_satisfy(providers: Sequence[ProviderHints]) -> list[str]:
-    """Resources a provider answered with an empty list, sorted."""
-    out: list[str] = []
-    for p in providers:
-        if not p:
-            continue
-        out.extend(name for name, hints in p.items() if hints is not None and _no_hint(hints))
-    return sorted(out)
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return () if self.explain is None else self.explain()
 
-def _no_hint(lst: HintList) -> bool:
-    """An empty answer ("cannot satisfy"), without listing a generated family's masks."""
-    return lst.is_empty() if isinstance(lst, GeneratedHints) else not lst
 
-def _satisfied(lists: Sequence[HintList], mask: int) -> bool:
-    """Koordinator's ``Unsatisfied`` rule for the merged mask: some permutation reaches
-    ``mask`` with every non-nil affinity equal to it (its widest affinity is the merged one)."""
-    return all(
-        lst.contains(mask) if isinstance(lst, GeneratedHints)
-        else any(h.affinity is None or h.affinity == mask for h in lst)
-        for lst in lists
-    )
+def _words(build: Callable[[], tuple[str, ...]]) -> Callable[[], tuple[str, ...]]:
+    """``build`` run once, on first call."""
+    done: list[tuple[str, ...]] = []
+
+    def explain() -> tuple[str, ...]:
+        if not done:
+            done.append(build())
+        return done[0]
+
+    return explain
+
 
 def merge(
     rules: ModeRules,
@@ -106,6 +112,7 @@ def merge(
     re-chosen among the preferred masks of its width by :func:`score_tie_break`."""
     if rules.legacy_merge != policy.legacy_merge:
         policy = replace(policy, legacy_merge=rules.legacy_merge)
+    asked = providers  # the providers' own hints: Koordinator's reasons print these
     if exclusive is not None and status is not None:
         providers = [mark_exclusive(p, exclusive, status) for p in providers]
     base = policy.merge(providers)
@@ -130,13 +137,45 @@ def merge(
         hint = TopologyHint(default, hint.preferred)  # Volcano keeps the all-nodes mask
     if not rules.reports_unsatisfied:
         return ModeResult(hint, admit)
-    missing = _cannot_satisfy(providers)
-    reasons = tuple(ERR_UNSATISFIED_NUMA_RESOURCE % r for r in missing)
-    mask = default if hint.affinity is None else hint.affinity
-    unsatisfied = bool(missing) or (not hint.preferred and not _satisfied(flatten(providers), mask))
-    if policy.policy is Policy.BEST_EFFORT and rules.best_effort_unsatisfied_to_all and unsatisfied:
-        return ModeResult(TopologyHint(default, hint.preferred), True, False, reasons)
-    return ModeResult(hint, admit, unsatisfied, reasons)
+    return _koordinator(rules, policy, asked, providers, hint, admit)
 
 
-__all__ = ["ERR_UNSATISFIED_NUMA_RESOURCE", "ModeResult", "merge"]
+def _koordinator(
+    rules: ModeRules,
+    policy: TopologyPolicy,
+    asked: Sequence[ProviderHints],
+    providers: Sequence[ProviderHints],
+    hint: TopologyHint,
+    admit: bool,
+) -> ModeResult:
+    """Koordinator's policies after the merge: the best hint's ``Unsatisfied`` flag, BestEffort's
+    all-nodes fallback, and the reasons Restricted and SingleNUMANode give a hint they refuse
+    (``asked``: the providers' hints as they answered; ``providers``: the same after the
+    exclusive policy's marking, which only changes preferences)."""
+    default = policy.default_mask
+    missing = unsatisfied_resources(asked)
+    if missing and policy.policy is not Policy.BEST_EFFORT:
+        # restricted / single-numa-node return before merging: filterProvidersHints' reasons
+        words = tuple(ERR_UNSATISFIED_NUMA_RESOURCE % r for r in missing)
+        affinity = None if policy.policy is Policy.SINGLE_NUMA_NODE else default
+        return ModeResult(TopologyHint(affinity, False), False, False, lambda: words)
+    # A preferred permutation is satisfied; single-numa-node merges only preferred hints, and
+    # the all-nodes mask is Koordinator's initial best hint, satisfied, which a permutation of
+    # the same mask does not replace. Otherwise the first permutation reaching the mask decides.
+    # With a "cannot satisfy" resource (BestEffort only here) every permutation is unsatisfied.
+    unsatisfied = (
+        policy.policy is not Policy.SINGLE_NUMA_NODE and not hint.preferred
+        and hint.affinity is not None and hint.affinity != default
+        and (bool(missing) or first_reaching_unsatisfied(flatten(providers), hint.affinity, default))
+    )
+    if policy.policy is Policy.BEST_EFFORT:
+        if unsatisfied and rules.best_effort_unsatisfied_to_all:
+            return ModeResult(TopologyHint(default, False), True)  # NUMATopologyHint{all nodes}
+        return ModeResult(hint, True, unsatisfied)
+    if admit:
+        return ModeResult(hint, True, unsatisfied)
+    separator = RESTRICTED_SEPARATOR if policy.policy is Policy.RESTRICTED else SINGLE_NUMA_NODE_SEPARATOR
+    return ModeResult(hint, False, unsatisfied, _words(lambda: (unaligned_reason(asked, separator),)))
+
+
+__all__ = ["ModeResult", "merge"]

@@ -21,6 +21,7 @@ Provider order is the kubelet's: device manager, CPU manager, memory manager.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -74,6 +75,12 @@ class PodResult:
     policy: str = "none"
     scope: str = "container"
     containers: tuple[ContainerResult, ...] = ()
+    #: --explain: the node's kubelet release and what its hint providers would enumerate
+    kubelet: tuple[str, ...] = ()
+    #: ``message`` is the node family's own words for a Topology Manager rejection
+    #: (:meth:`~numalign.node.rules.NodeRules.rejection_message`: Koordinator's Filter status
+    #: message), not the kubelet's
+    family_message: bool = False
 
 
 def machine_fingerprint(machine: Machine) -> str:
@@ -124,6 +131,20 @@ class Node:
     def mode(self) -> Mode:
         """The engine mode this node decides by (its label, or a scheduler profile's)."""
         return self.rules.mode
+
+    def with_machine(self, machine: Machine) -> Node:
+        """This node - its state, reserved CPUs and node-level figures - over ``machine``, which
+        differs from :attr:`machine` in its kubelet section only (another kubelet release: the
+        extender's Node objects). The rules are resolved anew, in this node's engine mode; a
+        kubelet that would not start with it raises :class:`InputError`."""
+        twin = copy.copy(self)
+        twin.machine = machine
+        twin.rules = resolve_rules(machine, self.rules.mode)
+        twin._policies = {}
+        twin._policy(twin.node_policy)
+        twin.plan_cache = None  # its admissions were made under the other rules
+        twin.notes = []
+        return twin
 
     def use_mode(self, mode: Mode | None) -> None:
         """Decide by ``mode``'s rules from now on (a scheduler profile that decides every
@@ -205,6 +226,12 @@ class Node:
         The scheduler "assumes" with this: a plan made on the current state and committed
         with :meth:`commit` is exactly what the node's own admission produces.
         """
+        result, planned = self._plan_chain(pod, explain)
+        if explain:
+            result = replace(result, kubelet=tuple(self.rules.release_notes(self.machine, pod)))
+        return result, planned
+
+    def _plan_chain(self, pod: Pod, explain: bool) -> tuple[PodResult, NodeState | None]:
         policy, scope = self.policy_for(pod)
         pol, sc = policy.policy.value, scope.value
         if pod.uid in self.state.pods or any(p.key == pod.key for p in self.state.pods.values()):
@@ -269,8 +296,10 @@ class Node:
             decisions = admit(policy, scope, providers, pod, pod.containers,
                               self.rules.merge(policy, providers))
         except Rejected as e:
-            return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc,
-                             containers=tuple(self._rejected(d, explain) for d in e.decisions)), None
+            words = self.rules.rejection_message(e.reasons)  # the family's words, if it has any
+            return PodResult(pod, False, e.reason, e.message if words is None else words, policy=pol,
+                             scope=sc, containers=tuple(self._rejected(d, explain) for d in e.decisions),
+                             family_message=words is not None), None
         except AdmissionError as e:
             return PodResult(pod, False, e.reason, e.message, policy=pol, scope=sc), None
         results = tuple(self._container_result(work, pod, d, explain) for d in decisions)

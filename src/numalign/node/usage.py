@@ -23,14 +23,15 @@ Units: ``cpu`` in whole CPUs, memory and hugepages in bytes, devices in counts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from numalign.engine.policies import Scope
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name, is_memory_resource
-from numalign.machine.model import Machine
+from numalign.machine.model import Machine, NumaNode
 from numalign.node.state import NodeState, PodRecord
 from numalign.pods import (
     ContainerKind,
@@ -188,13 +189,61 @@ class ZoneAmounts:
     available: dict[str, int] = field(default_factory=dict)
 
 
+def zones_key(node: NodeView) -> Hashable:
+    """Everything :func:`numa_amounts` reads of a node, as one value: the machine (by
+    identity), the reserved CPUs, the CPUs held, the memory tables' allocatable and free amounts
+    per NUMA node and resource, the devices in use. Nodes with equal keys publish equal zones.
+    Computed once per node state (kept by the state's identity: a state a node holds is never
+    changed in place - admission, release and observed usage make new states, see
+    :mod:`numalign.node.plan_cache`)."""
+    m, st, reserved = node.machine, node.state, node.reserved_cpus
+    hit = _ZONES_KEYS.get(id(st))
+    if hit is not None and hit[0]() is st and hit[1] is m and hit[2] == reserved:
+        return hit[3]
+    memory = tuple(st.memory.amounts(n.id, res) for n in m.numa_nodes for res in _memory_resources(n))
+    key = (id(m), reserved, st.cpu.assigned_cpus(), memory, st.devices.taken())
+    if len(_ZONES_KEYS) >= AMOUNTS_SIZE:
+        _ZONES_KEYS.clear()
+    _ZONES_KEYS[id(st)] = (weakref.ref(st), m, reserved, key)
+    return key
+
+
+#: :func:`zones_key` per node state by identity (a weak reference tells a live state from a
+#: dead one whose id was reused), with the machine and reserved CPUs it was made for
+_ZONES_KEYS: dict[int, tuple[weakref.ref[NodeState], Machine, frozenset[int], Hashable]] = {}
+
+
+def _memory_resources(n: NumaNode) -> list[str]:
+    return [MEMORY, *(hugepage_resource_name(size) for size in n.hugepages)]
+
+
+#: :func:`numa_amounts` by :func:`zones_key` (with the machine, so that a reused id never
+#: matches); cleared beyond :data:`AMOUNTS_SIZE` entries
+_AMOUNTS: dict[Hashable, tuple[Machine, dict[int, ZoneAmounts]]] = {}
+AMOUNTS_SIZE = 1 << 14
+
+
 def numa_amounts(node: NodeView) -> dict[int, ZoneAmounts]:
     """NUMA node id -> amounts per resource, as a NodeResourceTopology zone publishes them.
 
     ``capacity`` = physical, ``allocatable`` = minus the kubelet's reservations, ``available``
     = minus what running pods hold exclusively. A device counts on its first NUMA node.
+    Computed once per distinct :func:`zones_key` (nodes alike share it); every call gets its
+    own copy.
     """
-    m, st, reserved = node.machine, node.state, node.reserved_cpus
+    key = zones_key(node)
+    hit = _AMOUNTS.get(key)
+    if hit is not None and hit[0] is node.machine:
+        out = hit[1]
+    else:
+        out = _numa_amounts(node.machine, node.state, node.reserved_cpus)
+        if len(_AMOUNTS) >= AMOUNTS_SIZE:
+            _AMOUNTS.clear()
+        _AMOUNTS[key] = (node.machine, out)
+    return {i: ZoneAmounts(dict(z.capacity), dict(z.allocatable), dict(z.available)) for i, z in out.items()}
+
+
+def _numa_amounts(m: Machine, st: NodeState, reserved: frozenset[int]) -> dict[int, ZoneAmounts]:
     out = {i: ZoneAmounts() for i in m.node_ids}
     assigned = st.cpu.assigned_cpus()
     for i in m.node_ids:

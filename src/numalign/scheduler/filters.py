@@ -13,7 +13,7 @@ The other families' filters plug in from their folders: Volcano's predicate
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from numalign.engine.merge_budget import MergeTooLarge
@@ -21,7 +21,7 @@ from numalign.engine.policies import Policy, Scope
 from numalign.inputs.quantity import CPU, is_memory_resource
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
-from numalign.node.usage import numa_amounts, pod_numa_nodes
+from numalign.node.usage import numa_amounts, pod_numa_nodes, zones_key
 from numalign.pods import Pod, QOSClass, effective_pod_requests
 
 
@@ -84,6 +84,15 @@ def exact_filter_reference(node: Node, pod: Pod) -> FilterResult:
 # ------------------------------------------------------------------ scheduler-plugins
 
 
+def nrt_node_key(node: Node) -> Hashable:
+    """Everything :func:`nrt_snn_filter` and the NRT scores
+    (:class:`~numalign.scheduler.scorers.NrtLeastNumaNodes`,
+    :class:`~numalign.scheduler.scorers.NrtZoneScore`) read of a node: its machine (NUMA
+    distances), policy and scope, and what its zones' amounts are made of
+    (:func:`~numalign.node.usage.zones_key`)."""
+    return (node.node_policy, node.node_scope, zones_key(node))
+
+
 def _numa_affine(res: str) -> bool:
     """Native resources the plugin checks per NUMA zone (cpu, memory, hugepages)."""
     return res == CPU or is_memory_resource(res)
@@ -142,5 +151,6 @@ def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
 __all__ = [
     "FilterResult",
     "exact_filter",
+    "nrt_node_key",
     "nrt_snn_filter",
 ]

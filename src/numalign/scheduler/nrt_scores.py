@@ -28,11 +28,15 @@ exporters publish.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from itertools import combinations
 from statistics import variance
+
+import numpy as np
+import numpy.typing as npt
 
 from numalign.inputs.quantity import CPU, is_hugepages_resource
 from numalign.inputs.quantity import MEMORY as _MEMORY
@@ -242,12 +246,72 @@ def find_suitable_combination(
 
 def numa_nodes_required(qos: QOSClass, zones: Sequence[NumaZone], resources: Amounts) -> tuple[frozenset[int] | None, bool]:
     """``numaNodesRequired``: the NUMA ids of the smallest fitting combination (None: none
-    fits) and whether it has the minimal average distance."""
+    fits) and whether it has the minimal average distance.
+
+    :func:`find_suitable_combination` on the combinations of each size in turn, with the
+    distances of one size compared as integers: every combination of ``size`` zones has the
+    same denominator ``size * size``, so its mean cost compares as its total cost does; the
+    totals depend only on the zones' ids and costs and are computed once per layout
+    (:func:`_distance_totals`). The answer depends only on the pod's QoS class, the zones (ids,
+    amounts, costs) and the request, and is remembered by them (nodes alike ask alike)."""
+    key = (qos, tuple((z.numa_id, tuple(sorted(z.resources.items())), tuple(sorted(z.costs.items())))
+                      for z in zones), tuple(sorted(resources.items())))
+    hit = _REQUIRED.get(key)
+    if hit is None:
+        hit = _numa_nodes_required(qos, zones, resources)
+        if len(_REQUIRED) >= REQUIRED_SIZE:
+            _REQUIRED.clear()
+        _REQUIRED[key] = hit
+    return hit
+
+
+#: :func:`numa_nodes_required`'s answers by (QoS class, zones, request); cleared beyond
+#: :data:`REQUIRED_SIZE` entries
+_REQUIRED: dict[Hashable, tuple[frozenset[int] | None, bool]] = {}
+REQUIRED_SIZE = 1 << 14
+
+
+def _numa_nodes_required(qos: QOSClass, zones: Sequence[NumaZone], resources: Amounts) -> tuple[frozenset[int] | None, bool]:
+    layout = tuple((z.numa_id, tuple(sorted(z.costs.items()))) for z in zones)
+    # _valid_combination: the zones that publish every requested resource
+    publishes = np.array([all(res in z.resources for res in resources) for z in zones], dtype=np.bool_)
+    # _fits: the requests is_resource_set_suitable checks, with every zone's amount
+    needs = [(np.array([z.resources.get(res, 0) for z in zones], dtype=np.int64), qty)
+             for res, qty in resources.items()
+             if qty != 0 and not (qos is not QOSClass.GUARANTEED and is_numa_affine(res))]
     for size in range(1, len(zones) + 1):
-        combo, optimal = find_suitable_combination(qos, zones, resources, list(combinations(range(len(zones)), size)))
-        if combo is not None:
-            return frozenset(zones[i].numa_id for i in combo), optimal
+        combos, totals, lowest = _distance_totals(layout, size)
+        ok = publishes[combos].all(axis=1)
+        for have, qty in needs:
+            ok &= have[combos].sum(axis=1) >= qty
+        fitting = np.flatnonzero(ok)
+        if not fitting.size:
+            continue
+        at = totals[fitting]
+        optimal = np.flatnonzero(at == lowest)
+        if optimal.size:  # the first fitting combination at the lowest distance of all
+            return frozenset(zones[int(i)].numa_id for i in combos[fitting[optimal[0]]]), True
+        first = int(np.argmin(at))  # else the first fitting one at the least distance
+        if int(at[first]) < (MAX_DISTANCE_VALUE + 1) * size * size:
+            return frozenset(zones[int(i)].numa_id for i in combos[fitting[first]]), False
     return None, False
+
+
+@lru_cache(maxsize=256)
+def _distance_totals(
+    layout: tuple[tuple[int, tuple[tuple[int, int], ...]], ...], size: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """Every combination of ``size`` zone positions, one row each (``itertools.combinations``
+    order), its total cost over all ordered pairs (:func:`nodes_avg_distance` times
+    ``size * size``), and the lowest total, capped like :func:`min_avg_distance_in_combinations`
+    at 255 each."""
+    ids = [nid for nid, _ in layout]
+    costs = [dict(c) for _, c in layout]
+    rows = list(combinations(range(len(layout)), size))
+    totals = [sum(costs[a].get(ids[b], MAX_DISTANCE_VALUE) for a in combo for b in combo) for combo in rows]
+    cap = MAX_DISTANCE_VALUE * size * size
+    combos = np.array(rows, dtype=np.int64).reshape(len(rows), size)
+    return combos, np.array(totals, dtype=np.int64), min(min(totals, default=cap), cap)
 
 
 def only_non_numa_resources(zones: Sequence[NumaZone], resources: Amounts) -> bool:

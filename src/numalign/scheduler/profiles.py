@@ -32,13 +32,18 @@ from typing import Any
 
 from numalign.errors import InputError
 from numalign.inputs import goparse
-from numalign.modes.koordinator.scheduling import KoordinatorNumaScore, koordinator_filter
+from numalign.modes.koordinator.scheduling import (
+    KoordinatorNumaScore,
+    koordinator_filter,
+    koordinator_node_key,
+)
 from numalign.modes.registry import Mode
 from numalign.modes.volcano.predicate import volcano_filter
 from numalign.modes.volcano.select import Pick, SchedulerView, VolcanoSelect
 from numalign.node.admission import Node
 from numalign.pods import Pod
-from numalign.scheduler.filters import FilterResult, exact_filter, nrt_snn_filter
+from numalign.scheduler.filters import FilterResult, exact_filter, nrt_node_key, nrt_snn_filter
+from numalign.scheduler.node_groups import NodeKey
 from numalign.scheduler.scorers import (
     LeastNumaNodes,
     NodeScore,
@@ -73,21 +78,28 @@ class Profile:
     mode: Mode | None = None
     #: with a relative NUMA score: picks the node instead of the scheduler's walk (same choice)
     relative_select: RelativeSelect | None = None
+    #: every input of :attr:`filter` and of a node-aware :attr:`numa_score` a node gives, as
+    #: one hashable value: nodes with equal keys answer a pod alike, so the scheduler asks one
+    #: node per key (:mod:`numalign.scheduler.node_groups`); None: every node is asked
+    node_key: NodeKey | None = None
 
 
 PROFILES: dict[str, Profile] = {
     "default": Profile("default", None),
-    "nrt-snn": Profile("nrt-snn", nrt_snn_filter),
-    "nrt-snn-least-numa": Profile("nrt-snn-least-numa", nrt_snn_filter, numa_score=NrtLeastNumaNodes()),
+    "nrt-snn": Profile("nrt-snn", nrt_snn_filter, node_key=nrt_node_key),
+    "nrt-snn-least-numa": Profile("nrt-snn-least-numa", nrt_snn_filter, numa_score=NrtLeastNumaNodes(),
+                                  node_key=nrt_node_key),
     "nrt-snn-most-allocated": Profile(
-        "nrt-snn-most-allocated", nrt_snn_filter, numa_score=NrtZoneScore("MostAllocated")
+        "nrt-snn-most-allocated", nrt_snn_filter, numa_score=NrtZoneScore("MostAllocated"), node_key=nrt_node_key
     ),
-    "nrt-snn-balanced": Profile("nrt-snn-balanced", nrt_snn_filter, numa_score=NrtZoneScore("BalancedAllocation")),
+    "nrt-snn-balanced": Profile("nrt-snn-balanced", nrt_snn_filter, numa_score=NrtZoneScore("BalancedAllocation"),
+                                node_key=nrt_node_key),
     "volcano": Profile(
         "volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10, relative_select=VolcanoSelect()
     ),
     "koordinator": Profile(
-        "koordinator", koordinator_filter, numa_score=KoordinatorNumaScore(), exact=True, mode=Mode.KOORDINATOR
+        "koordinator", koordinator_filter, numa_score=KoordinatorNumaScore(), exact=True, mode=Mode.KOORDINATOR,
+        node_key=koordinator_node_key,
     ),
     "numalign": Profile("numalign", exact_filter, numa_score=LeastNumaNodes(), exact=True),
 }

@@ -47,6 +47,7 @@ from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
+from numalign.scheduler.node_groups import Answer, NodeGroups
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
 
@@ -118,6 +119,11 @@ class Scheduler:
         )
         #: node -> (version, pod uid, exact filter result) of the last plan made this cycle
         self._planned: dict[int, tuple[int, str, FilterResult]] = {}
+        #: nodes grouped by the profile's node key: its filter and score asked once per group
+        #: (:mod:`numalign.scheduler.node_groups`; profiles without a relative NUMA score)
+        self._groups = (NodeGroups(cluster, profile.node_key)
+                        if profile.node_key is not None and profile.filter is not None
+                        and not (numa is not None and numa.relative) else None)
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
         #: nodes looked at per feasible node found by the last sampling walk (sizes the next
@@ -239,16 +245,89 @@ class Scheduler:
         shape = pod_shape(pod)
         if relative:
             return self._select_relative(pod, shape, idx, scores, order)
-        found = self._select_best_first(pod, shape, idx, scores, order)
+        found = self._walk(pod, shape, idx, scores, order)
         if found[0] is None and idx.size < len(c.nodes):
             # nobody in the sample passed the exact filter: kube-scheduler would have gone on
             # looking for feasible nodes, so go on with every node not sampled yet
             rest, _ = self._all_feasible(pod, vec, exclude=idx)
             if rest.size:
                 rest_scores = self._node_scores(rest, vec)
-                more = self._select_best_first(pod, shape, rest, rest_scores, _best_first(rest, rest_scores))
+                more = self._walk(pod, shape, rest, rest_scores, _best_first(rest, rest_scores))
                 return more[0], more[1], found[2] + more[2]
         return found
+
+    def _walk(
+        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], order: Iterator[int]
+    ) -> tuple[Placement | None, str | None, int]:
+        """The best candidate: by groups of alike nodes where the profile has a node key and
+        no candidate holds the pod already, else node by node (the same choice)."""
+        groups = self._groups
+        if groups is not None:
+            numbers = groups.refresh(idx)
+            if not groups.holds_pod(pod, idx):
+                return self._select_grouped(pod, shape, idx, scores, numbers)
+        return self._select_best_first(pod, shape, idx, scores, order)
+
+    def _select_grouped(
+        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any],
+        numbers: np.ndarray[Any, Any],
+    ) -> tuple[Placement | None, str | None, int]:
+        """:meth:`_select_best_first`'s choice, the filter and score asked once per node key
+        (``numbers``: the candidates' key numbers). In walk order (score, then node index) the
+        first candidate of a group has the group's best score and comes first among equals, so
+        the first candidate of highest total over the groups that pass is the node the
+        node-by-node walk keeps; with none passing, that walk's last refusal is the last
+        candidate's, its group's reason."""
+        groups = self._groups
+        assert groups is not None and self.profile.filter is not None
+        c = self.cluster
+        numa = self.profile.numa_score
+        w = self.profile.numa_weight
+        order = np.lexsort((idx, -scores))
+        ordered = numbers[order]
+        _, first = np.unique(ordered, return_index=True)
+        first.sort()
+        bound_max = 0.0
+        if numa is not None:
+            bound = self._numa_bounds(pod, shape)
+            uniform = self._bound_uniform.get(shape)
+            bound_max = uniform if uniform is not None else float(bound[idx].max())
+        names = tuple(ct.name for ct in pod.containers)
+        local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
+        checks = 0
+        best: Placement | None = None
+        for p in first.tolist():
+            j = int(order[p])
+            s = float(scores[j])
+            if best is not None and s + bound_max <= best.score:
+                break  # no later group can beat the best total, even with its best NUMA score
+            i = int(idx[j])
+            number = int(ordered[p])
+            answer = local.get(number)
+            if answer is None:
+                key = (number, shape, names)
+                answer = groups.answers.get(key)
+                if answer is None:
+                    res = self.profile.filter(c.nodes[i].node, pod)
+                    checks += 1
+                    if res.planned is not None:
+                        self._planned[i] = (int(c.version[i]), pod.uid, res)
+                    answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
+                    groups.remember(key, answer, pod)
+                local[number] = answer
+            res = answer.result
+            if not res.passed:
+                continue
+            total = s
+            if numa is not None:
+                if answer.score is None:
+                    answer.score = self._numa_score(i, pod, shape, res.numa_count)
+                total += w * answer.score
+            if best is None or total > best.score:
+                best = Placement(i, c.nodes[i].name, res.numa_count, total)
+        if best is None:
+            return None, local[int(ordered[-1])].result.reason, checks
+        return best, None, checks
 
     def _feasible(self, pod: Pod, vec: np.ndarray[Any, Any], rows: np.ndarray[Any, Any]) -> tuple[
             np.ndarray[Any, Any], int]:

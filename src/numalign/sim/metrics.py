@@ -29,7 +29,10 @@ Summary (:meth:`MetricsRecorder.summary`), per profile:
 * ``arrived`` (pods the workload submitted), ``scheduled`` (placed and admitted),
   ``topology_affinity_errors`` (rejections with reason ``TopologyAffinityError``),
   ``rejected`` (all reasons) and ``rejections`` by reason, ``pending`` (pods pending now),
-  ``dropped`` (pending pods given up), ``unschedulable_attempts``, ``retries`` (rejected pods
+  ``dropped`` (pending pods given up), ``unschedulable_attempts`` and
+  ``unschedulable_reasons`` (per reason the scheduler gave for a cycle that found no node: the
+  filter's refusal of the last node it tried, at most :data:`MAX_UNSCHEDULABLE_REASONS`
+  distinct reasons, the others counted under :data:`OTHER_REASONS`), ``retries`` (rejected pods
   recreated), ``departed``. Every submitted pod ends in exactly one outcome, so
   ``arrived + retries == scheduled + rejected + pending + dropped`` (see :func:`unaccounted`);
 * ``aligned`` and ``aligned_fraction`` = aligned / scheduled (0 when nothing was scheduled);
@@ -57,6 +60,10 @@ from itertools import pairwise
 from typing import Any
 
 TOPOLOGY_AFFINITY_ERROR = "TopologyAffinityError"
+#: distinct reasons kept in ``unschedulable_reasons`` (a family's words may name masks: many)
+MAX_UNSCHEDULABLE_REASONS = 32
+#: where the reasons beyond :data:`MAX_UNSCHEDULABLE_REASONS` are counted
+OTHER_REASONS = "(other reasons)"
 
 Point = tuple[float, float]
 
@@ -92,6 +99,7 @@ class ProfileMetrics:
     aligned: int = 0
     rejections: Counter[str] = field(default_factory=Counter)
     unschedulable_attempts: int = 0
+    unschedulable_reasons: Counter[str] = field(default_factory=Counter)
     retries: int = 0
     departed: int = 0
     dropped: int = 0
@@ -107,6 +115,8 @@ class ProfileMetrics:
     fragmentation: dict[str, list[Point]] = field(default_factory=dict)
     placed: list[PlacedPod] = field(default_factory=list)
     keep_placements: bool = False
+    #: per kubelet release of the node: scheduled, aligned and each rejection reason
+    by_release: dict[str, Counter[str]] = field(default_factory=dict)
 
     @property
     def topology_affinity_errors(self) -> int:
@@ -238,9 +248,10 @@ class MetricsRecorder:
         node: str | None = None,
         latency_s: float | None = None,
         numa_nodes: int | None = None,
+        release: str | None = None,
     ) -> None:
         """A pod bound and admitted. ``numa_nodes`` defaults to the size of the union of the
-        containers' NUMA masks (0 when none has one)."""
+        containers' NUMA masks (0 when none has one); ``release``: the node's kubelet release."""
         m = self.profile(profile)
         m.scheduled += 1
         if aligned:
@@ -251,6 +262,11 @@ class MetricsRecorder:
                 if c.numa is not None:
                     union |= c.numa
             numa_nodes = union.bit_count()
+        if release:
+            counts = m.by_release.setdefault(release, Counter())
+            counts["scheduled"] += 1
+            counts["aligned"] += int(aligned)
+            counts[f"numa_nodes_{numa_nodes}"] += 1
         m.numa_nodes_used[numa_nodes] += 1
         self._leave_pending(m, time_s, pod)
         if latency_s is not None:
@@ -266,10 +282,13 @@ class MetricsRecorder:
         reason: str = TOPOLOGY_AFFINITY_ERROR,
         *,
         latency_s: float | None = None,
+        release: str | None = None,
     ) -> None:
         """A pod bound to a node whose admission refused it (the kubelet's ``reason``)."""
         m = self.profile(profile)
         m.rejections[reason] += 1
+        if release:
+            m.by_release.setdefault(release, Counter())[reason] += 1
         if reason == TOPOLOGY_AFFINITY_ERROR:
             m.errors.append((time_s, float(m.topology_affinity_errors)))
         self._leave_pending(m, time_s, pod)
@@ -277,11 +296,16 @@ class MetricsRecorder:
             m.latencies_s.append(latency_s)
 
     def record_pending(
-        self, profile: str, time_s: float, pod: str, *, latency_s: float | None = None
+        self, profile: str, time_s: float, pod: str, *, latency_s: float | None = None,
+        reason: str | None = None,
     ) -> None:
-        """No node passed the filters for ``pod`` in this cycle: it is (still) pending."""
+        """No node passed the filters for ``pod`` in this cycle: it is (still) pending
+        (``reason``: the one the scheduler gave, e.g. the last node's filter refusal)."""
         m = self.profile(profile)
         m.unschedulable_attempts += 1
+        if reason:
+            known = m.unschedulable_reasons
+            known[reason if reason in known or len(known) < MAX_UNSCHEDULABLE_REASONS else OTHER_REASONS] += 1
         if pod not in m.pending_pods:
             m.pending_pods.add(pod)
             m.pending.append((time_s, float(len(m.pending_pods))))
@@ -357,12 +381,14 @@ class MetricsRecorder:
             "rejected": m.rejected,
             "rejections": dict(sorted(m.rejections.items())),
             "unschedulable_attempts": m.unschedulable_attempts,
+            "unschedulable_reasons": dict(sorted(m.unschedulable_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
             "dropped": m.dropped,
             "departed": m.departed,
             "scheduling_cycles": cycles,
             "numa_nodes_used": {str(k): v for k, v in sorted(m.numa_nodes_used.items())},
             "utilisation": _series_stats(m.utilisation),
             "fragmentation": _series_stats(m.fragmentation),
+            "by_kubelet_release": {r: dict(sorted(c.items())) for r, c in sorted(m.by_release.items())},
         }
 
     def summary(self, **extra: Any) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from numalign.sim.metrics import Point, ProfileSeries
+from numalign.sim.release_summary import release_lines
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -532,11 +533,13 @@ def cluster_overview(nodes: Sequence[tuple[str, Machine]], source: str) -> dict[
     ``groups`` (nodes of one machine type and kubelet configuration: ``count``, ``machine``,
     ``hardware``, ``topology_manager``, ``cpu_manager``, ``memory_manager``, ``example``) and a
     one-line ``description``."""
-    groups: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+    groups: dict[tuple[str, str, str, str, str, str], dict[str, Any]] = {}
     for name, m in nodes:
         k = m.kubelet
         tm = f"{k.topology_manager_policy} (scope {k.topology_manager_scope})"
-        key = (m.name, _machine_hardware(m), tm, k.cpu_manager_policy, k.memory_manager_policy)
+        version = str(k.kubelet_version) if k.kubelet_version else "newest modelled"
+        key = (m.name, _machine_hardware(m), tm, k.cpu_manager_policy, k.memory_manager_policy,
+               version)
         g = groups.get(key)
         if g is None:
             groups[key] = {
@@ -546,6 +549,7 @@ def cluster_overview(nodes: Sequence[tuple[str, Machine]], source: str) -> dict[
                 "topology_manager": tm,
                 "cpu_manager": k.cpu_manager_policy,
                 "memory_manager": k.memory_manager_policy,
+                "kubelet_version": version,
                 "example": name,
             }
         else:
@@ -655,7 +659,7 @@ def format_summary_table(summary: Mapping[str, Any]) -> str:
     out += [line(r) for r in rows]
     if not rows:
         out.append("(no profiles)")
-    return "\n".join(out)
+    return "\n".join(out + release_lines(summary))
 
 
 _LEGEND_WIDTH = 96

@@ -164,7 +164,8 @@ class _Run:
             containers, used = _placement(node, pod)
             aligned = used <= max(minimal_numa_nodes(node, pod), used if used == 0 else 1)
             self.rec.record_placed(self.name, t, pod.key, containers, aligned,
-                                   node=out.placement.name, latency_s=dt, numa_nodes=used)
+                                   node=out.placement.name, latency_s=dt, numa_nodes=used,
+                                   release=node.rules.release.release.name)
             self.running[pod.uid] = (out.placement.node, pod)
             if self.keep:
                 self.placements.append(("bind", out.placement.name, pod))
@@ -172,7 +173,9 @@ class _Run:
                 self.push(t + duration, DEPART, pod.uid)
             return True
         if out.placement is not None:  # bound, then refused by the node
-            self.rec.record_rejected(self.name, t, pod.key, out.reason or "UnexpectedAdmissionError", latency_s=dt)
+            release = self.cluster.nodes[out.placement.node].node.rules.release.release.name
+            self.rec.record_rejected(self.name, t, pod.key, out.reason or "UnexpectedAdmissionError",
+                                     latency_s=dt, release=release)
             if self.recreate and out.reason:
                 n = self.retries.get(pod.key, 0)
                 if n < self.max_retries:
@@ -181,7 +184,7 @@ class _Run:
                     again = replace(pod, uid=f"{pod.uid}-r{n + 1}")
                     self.push(t + self.delay, RETRY, (again, duration, deadline))
             return False
-        self.rec.record_pending(self.name, t, pod.key, latency_s=dt)
+        self.rec.record_pending(self.name, t, pod.key, latency_s=dt, reason=out.reason)
         if pod.uid not in self.pending_uids:
             self.pending.append((pod, duration, deadline))
             self.pending_uids.add(pod.uid)

@@ -28,6 +28,7 @@ from numalign.modes.koordinator.cpu import KoordinatorCpuManager
 from numalign.modes.koordinator.devices import KoordinatorDeviceManager
 from numalign.modes.koordinator.memory import KoordinatorNumaResource
 from numalign.modes.koordinator.numa import KOORDINATOR_NODE_POLICY_LABEL, node_numa_policy
+from numalign.modes.koordinator.reasons import status_message
 from numalign.modes.merge import merge
 from numalign.modes.rules import Mode, ModeRules
 from numalign.pods import Pod
@@ -82,9 +83,15 @@ class KoordinatorNode:
 
         def merged(hints: Sequence[ProviderHints]) -> MergeResult:
             out = merge(RULES, policy, hints, score=score if scorers else None)
-            return MergeResult(out.hint, out.admit)
+            return MergeResult(out.hint, out.admit, out.explain)
 
         return merged
+
+    def rejection_message(self, reasons: Sequence[str]) -> str | None:
+        """NodeNUMAResource's Filter message when the Topology Manager refuses the pod:
+        ``Admit`` returns ``NewStatus(Unschedulable, reasons...)`` and ``Status.Message()``
+        joins the reasons with ``", "``; None without reasons (the kubelet's merge ran)."""
+        return status_message(reasons) if reasons else None
 
 
 FAMILY = Family(Mode.KOORDINATOR, RULES, KoordinatorNode, reads_koordlet_annotations=True)

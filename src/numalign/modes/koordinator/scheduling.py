@@ -27,13 +27,16 @@ Read from koordinator-sh/koordinator:
 
 The filter runs the node in the ``koordinator`` engine mode (:mod:`numalign.modes`: the pod's and
 the node label's policy, pod scope, Koordinator's CPU hints and bind policies from
-:mod:`numalign.modes.koordinator.cpu`) and plans with it; the Score reuses that plan.
+:mod:`numalign.modes.koordinator.cpu`) and plans with it; the Score reuses that plan. A node
+whose Topology Manager refuses the pod fails with Koordinator's own status message
+(``topologymanager.Admit``: ``NewStatus(Unschedulable, reasons...)``, the reasons joined with
+``", "``; :mod:`numalign.modes.koordinator.reasons`), as the scheduler's event would show it.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from numalign.engine.merge_budget import MergeTooLarge
@@ -44,6 +47,7 @@ from numalign.machine.model import Device, Machine
 from numalign.modes.koordinator.numa import NumaNodeStatus, exclusive_ok, node_numa_policy
 from numalign.modes.rules import Mode
 from numalign.node.admission import Node, PodResult
+from numalign.node.plan_cache import state_key
 from numalign.node.state import NodeState
 from numalign.node.usage import (
     cpus_numa_nodes,
@@ -112,6 +116,8 @@ def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
     except MergeTooLarge as e:  # the merge's step cap: this node is infeasible for this pod
         return FilterResult(False, reason=f"{e.reason}: {e.message}")
     if planned is None:
+        if result.family_message and result.message:  # Koordinator's words: its Filter status
+            return FilterResult(False, reason=result.message)
         return FilterResult(False, reason=f"{result.reason}: {result.message}")
     used = pod_numa_nodes(node.machine, planned, pod.uid)
     policy = spec.policy or node_policy
@@ -120,6 +126,32 @@ def koordinator_filter(node: Node, pod: Pod) -> FilterResult:
         if not exclusive_ok(mask, spec.exclusive, numa_status(node)):
             return FilterResult(False, reason=ERR_EXCLUSIVE)
     return FilterResult(True, len(used), planned=planned, result=result)
+
+
+def koordinator_node_key(node: Node) -> Hashable:
+    """Everything :func:`koordinator_filter` and :class:`KoordinatorNumaScore` read of a node
+    (nodes with equal keys answer a pod alike; :mod:`numalign.scheduler.node_groups`):
+
+    * the node's admission (``Node.plan``): the Topology Manager's inputs, the plan cache's
+      :func:`~numalign.node.plan_cache.state_key` (machine - its kubelet settings, labels and
+      allocatable -, engine mode, what the managers' decisions read), and the predicates' (the
+      node-level requests and pod count, whether node fit is checked, allocatable); a node
+      that holds the pod itself is the walk's business, not the key's;
+    * the exclusivity check: every NUMA node's status (:func:`numa_status`);
+    * the score: the zones' amounts (the state key's memory tables and devices in use, and the
+      CPUs held), the memory pods hold per NUMA node, the node-level requests."""
+    requested, count = node.requested()
+    held = numa_memory_held(node)
+    return (
+        state_key(node.machine, node.mode, node.state),
+        node.state.cpu.assigned_cpus(),
+        tuple(sorted(requested.items())),
+        count,
+        node.check_node_fit,
+        tuple(sorted(node.allocatable.items())),
+        tuple(sorted(numa_status(node).items())),
+        tuple(sorted((n, tuple(sorted(per.items()))) for n, per in held.items())),
+    )
 
 
 # ---------------------------------------------------------------------------------- score
@@ -259,6 +291,7 @@ __all__ = [
     "KoordinatorNumaScore",
     "joint_allocate",
     "koordinator_filter",
+    "koordinator_node_key",
     "numa_status",
     "resource_score",
 ]

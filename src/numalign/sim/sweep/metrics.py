@@ -54,7 +54,7 @@ BY_NAME: Mapping[str, Metric] = {m.name: m for m in METRICS}
 DEFAULT_PLOTS = ("scheduled", "pending", "topology_affinity_errors", "aligned_fraction",
                  "fragmentation_cpu", "latency_p50_ms", "latency_p99_ms", "scheduler_cpu_s")
 #: the keys of a profile summary that are timings (excluded when two runs are compared)
-TIMING_KEYS = ("latency_ms", "throughput_pods_per_s", "scheduler_cpu_s")
+TIMING_KEYS = ("latency_ms", "scheduled_pods_per_cpu_s", "scheduler_cpu_s")
 
 
 def metric_value(profile: Mapping[str, Any], metric: Metric) -> float | None:

@@ -1,0 +1,123 @@
+"""Nodes that answer alike, grouped: a profile's filter and NUMA score asked once per group.
+
+A cluster is built from a few machine templates and fills up by replayed admissions (the plan
+cache), so most nodes share their situation with many others: at 5,000 nodes a pod's sampled
+candidates fall in 5 to 15 distinct situations. A profile whose filter and node-aware NUMA score
+read a node only through a *node key* (:attr:`numalign.scheduler.profiles.Profile.node_key`:
+every input of both, as a hashable value) gets the same answers from every node of one key, for
+one pod. :class:`NodeGroups` numbers the keys (each node's number kept per node version, so a
+key is computed once per node change, not once per pod) and remembers answers per (key number,
+pod shape, container names).
+
+The scheduler's walk over such groups (``Scheduler._select_grouped``) chooses the node the
+node-by-node walk chooses: candidates in walk order (score, then node index), the first
+candidate of each group stands for the group - it has the group's best node score and comes
+first among equals - and the chosen node is the first candidate of highest total among the
+groups that pass, exactly as the node-by-node walk keeps the first strictly better total.
+
+Two things a node key cannot hold are handled apart:
+
+* an answer that names the pod (its uid, name or key, e.g. a pod already on the node) belongs
+  to that pod only: it is used for the rest of the pod's walk and not remembered for others;
+* a node that already holds the pod (by uid or ``namespace/name``) answers differently from its
+  group: a walk where a candidate holds the pod is not grouped (:meth:`NodeGroups.holds_pod`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from numalign.node.admission import Node
+from numalign.pods import Pod
+from numalign.scheduler.cluster import Cluster
+from numalign.scheduler.filters import FilterResult
+
+#: distinct node keys (and their answers) remembered; all are dropped beyond it
+KEYS_SIZE = 1 << 16
+#: answers remembered (per key number, pod shape and container names); dropped beyond it
+ANSWERS_SIZE = 1 << 17
+
+NodeKey = Callable[[Node], Hashable]
+#: (node key number, pod shape, container names)
+AnswerKey = tuple[int, Any, tuple[str, ...]]
+
+
+@dataclass
+class Answer:
+    """A group's answer to one pod shape: the filter's, and the node-aware NUMA score once
+    asked (None until then)."""
+
+    result: FilterResult
+    score: int | None = None
+
+
+class NodeGroups:
+    """Node key numbers per node (kept per node version) and the answers per key number."""
+
+    def __init__(self, cluster: Cluster, node_key: NodeKey) -> None:
+        n = len(cluster.nodes)
+        self.cluster = cluster
+        self.node_key = node_key
+        #: per node: its key number, and the node version it was computed at (-1: never)
+        self.number = np.full(n, -1, dtype=np.int64)
+        self.number_version = np.full(n, -1, dtype=np.int64)
+        self._numbers: dict[Hashable, int] = {}
+        #: per node: the uids and keys of the pods on it when its number was computed
+        self._pods: list[frozenset[str]] = [frozenset()] * n
+        #: pod uid or key -> nodes that held it when their numbers were computed
+        self._holders: dict[str, set[int]] = {}
+        self.answers: dict[AnswerKey, Answer] = {}
+
+    def refresh(self, idx: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """The key numbers of nodes ``idx`` now (computing those of nodes changed since)."""
+        version = self.cluster.version
+        stale = idx[self.number_version[idx] != version[idx]]
+        if stale.size:
+            if len(self._numbers) + stale.size > KEYS_SIZE:
+                self._numbers.clear()
+                self.answers.clear()
+                self.number_version.fill(-1)
+                stale = idx
+            for i in stale.tolist():
+                self._renumber(i, int(version[i]))
+        out: np.ndarray[Any, Any] = self.number[idx]
+        return out
+
+    def _renumber(self, i: int, version: int) -> None:
+        node = self.cluster.nodes[i].node
+        key = self.node_key(node)
+        self.number[i] = self._numbers.setdefault(key, len(self._numbers))
+        self.number_version[i] = version
+        pods = frozenset(x for p in node.state.pods.values() for x in (p.uid, p.key))
+        old = self._pods[i]
+        if pods != old:
+            for x in old - pods:
+                holders = self._holders.get(x)
+                if holders is not None:
+                    holders.discard(i)
+                    if not holders:
+                        del self._holders[x]
+            for x in pods - old:
+                self._holders.setdefault(x, set()).add(i)
+            self._pods[i] = pods
+
+    def holds_pod(self, pod: Pod, idx: np.ndarray[Any, Any]) -> bool:
+        """Does one of the (refreshed) nodes ``idx`` hold ``pod`` (its uid or key)?"""
+        holders = self._holders.get(pod.uid, set()) | self._holders.get(pod.key, set())
+        return bool(holders) and bool(np.isin(idx, np.fromiter(holders, dtype=np.int64)).any())
+
+    def remember(self, key: AnswerKey, answer: Answer, pod: Pod) -> None:
+        """Keep ``answer`` for other pods of the shape, unless it names ``pod``."""
+        reason = answer.result.reason
+        if reason and any(s and s in reason for s in (pod.uid, pod.name, pod.key)):
+            return
+        if len(self.answers) >= ANSWERS_SIZE:
+            self.answers.clear()
+        self.answers[key] = answer
+
+
+__all__ = ["ANSWERS_SIZE", "KEYS_SIZE", "Answer", "AnswerKey", "NodeGroups", "NodeKey"]

@@ -1,0 +1,164 @@
+"""The scheduler's walk over groups of alike nodes (profiles with a node key: ``koordinator`` and
+the ``nrt-snn`` variants) decides exactly like the node-by-node walk it replaces, and the caches
+under it (NRT zone amounts by :func:`zones_key`, LeastNUMANodes' combinations) answer what the
+plain computations answer.
+
+The reference is the same profile without its node key (``Profile.node_key=None``): the
+scheduler then asks the filter and the NUMA score on every candidate, in walk order."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from numa2_template import numa2_template
+from numalign.node.admission import Node
+from numalign.node.usage import _numa_amounts, numa_amounts, zones_key
+from numalign.pods import Pod, QOSClass
+from numalign.scheduler import Cluster, Scheduler, get_profile
+from numalign.scheduler.node_groups import NodeGroups
+from numalign.scheduler.nrt_scores import NumaZone, find_suitable_combination, numa_nodes_required
+from numalign.sim.cluster import builtin_template, load_cluster
+from numalign.sim.sources import parse_workload_spec
+
+GROUPED = ("koordinator", "nrt-snn", "nrt-snn-least-numa", "nrt-snn-most-allocated", "nrt-snn-balanced")
+
+
+def _nodes() -> Any:
+    """Mixed machines and policies: the built-in small cluster (GPU and CPU nodes, Static
+    managers), 2-NUMA nodes under restricted and single-numa-node, and 2-NUMA nodes without the
+    Static memory manager (where the koordinator mode's own NUMA rules run)."""
+    small = builtin_template("small")["nodes"]
+    numa2 = numa2_template("restricted", 5, 5, "rst")["nodes"]
+    plain = numa2_template("best-effort", 4, 4, "bep")["nodes"]
+    for group in plain:
+        machine = dict(group["machine"])
+        kubelet = {k: v for k, v in machine["kubelet"].items() if k not in ("reservedMemory", "systemReserved")}
+        machine["kubelet"] = {**kubelet, "memoryManagerPolicy": "None"}
+        group.update(machine={**machine, "name": machine["name"] + "-nomem"},
+                     namePrefix=group["namePrefix"] + "-nomem")
+    return load_cluster({"nodes": [*small, *numa2, *plain]}, "groups")
+
+
+NODES = _nodes()
+POOL: list[Pod] = [a.pod for a in parse_workload_spec("synthetic:count=400,seed=3", None, cluster=NODES)]
+
+
+def _run(profile: str, seed: int, nodes_to_score: int | None, steps: int) -> None:
+    """Both walks, the same pods and releases, every answer and every node state compared."""
+    rng = random.Random(seed)
+    grouped = Scheduler(Cluster(NODES), get_profile(profile), nodes_to_score)
+    plain = Scheduler(Cluster(NODES), replace(get_profile(profile), node_key=None), nodes_to_score)
+    assert grouped._groups is not None and plain._groups is None
+    running: list[tuple[int, Pod]] = []
+    for step in range(steps):
+        if running and rng.random() < 0.3:
+            node, pod = running.pop(rng.randrange(len(running)))
+            grouped.release(pod, node)
+            plain.release(pod, node)
+        base = POOL[rng.randrange(len(POOL))]
+        pod = replace(base, uid=f"u{step}", name=f"p{step}")
+        a, b = grouped.schedule(pod), plain.schedule(pod)
+        where = (profile, seed, step)
+        assert (a.placement, a.admitted, a.reason) == (b.placement, b.admitted, b.reason), where
+        if a.admitted and a.placement is not None:
+            running.append((a.placement.node, pod))
+    for x, y in zip(grouped.cluster.nodes, plain.cluster.nodes, strict=True):
+        assert x.node.state.to_dict() == y.node.state.to_dict()
+
+
+@pytest.mark.parametrize("profile", GROUPED)
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), nodes_to_score=st.sampled_from([None, 4, 9]))
+def test_grouped_walk_decides_like_the_node_by_node_walk(profile: str, seed: int, nodes_to_score: int | None) -> None:
+    _run(profile, seed, nodes_to_score, 90)
+
+
+def test_a_node_holding_the_pod_is_walked_node_by_node() -> None:
+    """A candidate already holding the pod (same namespace/name) answers differently from its
+    group: that walk is not grouped, and decides like the plain one."""
+    grouped = Scheduler(Cluster(NODES), get_profile("koordinator"))
+    plain = Scheduler(Cluster(NODES), replace(get_profile("koordinator"), node_key=None))
+    pod = next(p for p in POOL if p.qos is QOSClass.GUARANTEED)
+    first = grouped.schedule(pod)
+    assert first.admitted and first.placement is not None
+    assert plain.schedule(pod).placement == first.placement
+    again = replace(pod, uid="another-uid")  # the same namespace/name
+    groups = grouped._groups
+    assert groups is not None
+    every = np.arange(len(NODES))
+    groups.refresh(every)
+    assert groups.holds_pod(again, every) and not groups.holds_pod(replace(again, name="other"), every)
+    a, b = grouped.select(again), plain.select(again)
+    assert (a[0], a[1]) == (b[0], b[1])
+
+
+def test_an_answer_that_names_the_pod_is_not_kept_for_others() -> None:
+    from numalign.scheduler.filters import FilterResult
+    from numalign.scheduler.node_groups import Answer
+
+    groups = NodeGroups(Cluster(NODES[:2]), lambda node: 0)
+    pod = POOL[0]
+    groups.remember((0, pod.shape, ()), Answer(FilterResult(False, reason=f"pod {pod.key} is already admitted")), pod)
+    groups.remember((1, pod.shape, ()), Answer(FilterResult(False, reason="Insufficient NUMA cpu")), pod)
+    assert list(groups.answers) == [(1, pod.shape, ())]
+
+
+# ------------------------------------------------------------------------- the caches under it
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_zone_amounts_are_the_computed_ones(data: st.DataObject) -> None:
+    """After random admissions and releases, every node's cached zones are the computed ones,
+    and nodes with equal zone keys publish equal zones."""
+    nodes = [Node(m) for _, m in NODES[:8]]
+    for _ in range(data.draw(st.integers(1, 12))):
+        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
+        if n.state.pods and data.draw(st.booleans()):
+            n.release(data.draw(st.sampled_from(sorted(n.state.pods))))
+        else:
+            base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
+            n.admit(replace(base, uid=f"z{len(n.state.pods)}-{id(n)}", name=f"z{id(n)}-{len(n.state.pods)}"))
+    seen: dict[Any, Any] = {}
+    for n in nodes:
+        fresh = _numa_amounts(n.machine, n.state, n.reserved_cpus)
+        assert numa_amounts(n) == fresh
+        key = zones_key(n)
+        assert seen.setdefault(key, fresh) == fresh
+
+
+_ZONE = st.fixed_dictionaries({"cpu": st.integers(0, 8000), "memory": st.integers(0, 8), "gpu": st.integers(0, 2)})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_least_numa_combinations_are_upstreams(data: st.DataObject) -> None:
+    """``numaNodesRequired`` as upstream writes it (every size's combinations through
+    :func:`find_suitable_combination`, distances as fractions) against the integer, cached one."""
+    count = data.draw(st.integers(1, 5))
+    ids = data.draw(st.permutations(range(8)))[:count]
+    zones = []
+    for nid in ids:
+        amounts = data.draw(_ZONE)
+        published = {r: v for r, v in amounts.items() if data.draw(st.integers(0, 5)) > 0}
+        costs = {o: data.draw(st.sampled_from([10, 11, 12, 20, 21, 32, 300])) for o in ids
+                 if data.draw(st.integers(0, 6)) > 0}
+        zones.append(NumaZone(nid, published, costs))
+    request = {r: v for r, v in data.draw(_ZONE).items() if data.draw(st.booleans())}
+    qos = data.draw(st.sampled_from(list(QOSClass)))
+    want: tuple[frozenset[int] | None, bool] = (None, False)
+    for size in range(1, len(zones) + 1):
+        combo, optimal = find_suitable_combination(qos, zones, request, list(combinations(range(len(zones)), size)))
+        if combo is not None:
+            want = (frozenset(zones[i].numa_id for i in combo), optimal)
+            break
+    assert numa_nodes_required(qos, zones, request) == want
+    assert numa_nodes_required(qos, zones, request) == want  # and again, from the cache
