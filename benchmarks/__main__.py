@@ -13,7 +13,7 @@ import time
 
 from benchmarks.timing import machine_description
 
-MODULES = ["merge_bench", "admission_bench", "devices_bench", "scheduler_bench", "extender_bench",
+MODULES = ["merge_bench", "admission_bench", "devices_bench", "scheduler_bench", "profiles_bench", "extender_bench",
            "extender_costly_bench", "informer_bench", "sweep_bench"]
 
 

@@ -31,7 +31,7 @@ from typing import Protocol
 from numalign.engine.policies import Scope
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name, is_memory_resource
-from numalign.machine.model import Machine, NumaNode
+from numalign.machine.model import Machine
 from numalign.node.state import NodeState, PodRecord
 from numalign.pods import (
     ContainerKind,
@@ -196,7 +196,8 @@ def zones_key(node: NodeView) -> Hashable:
     hit = _ZONES_KEYS.get(id(st))
     if hit is not None and hit[0]() is st and hit[1] is m and hit[2] == reserved:
         return hit[3]
-    memory = tuple(st.memory.amounts(n.id, res) for n in m.numa_nodes for res in _memory_resources(n))
+    memory = tuple((n, r, t.allocatable, t.free) for n, ns in st.memory.machine_state.items()
+                   for r, t in ns.memory_map.items())  # what MemoryState.amounts answers from
     key = (id(m), reserved, st.cpu.assigned_cpus(), memory, st.devices.taken())
     if len(_ZONES_KEYS) >= AMOUNTS_SIZE:
         _ZONES_KEYS.clear()
@@ -207,10 +208,6 @@ def zones_key(node: NodeView) -> Hashable:
 #: :func:`zones_key` per node state by identity (a weak reference tells a live state from a
 #: dead one whose id was reused), with the machine and reserved CPUs it was made for
 _ZONES_KEYS: dict[int, tuple[weakref.ref[NodeState], Machine, frozenset[int], Hashable]] = {}
-
-
-def _memory_resources(n: NumaNode) -> list[str]:
-    return [MEMORY, *(hugepage_resource_name(size) for size in n.hugepages)]
 
 
 #: :func:`numa_amounts` by :func:`zones_key` (with the machine, so that a reused id never

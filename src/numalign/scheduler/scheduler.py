@@ -283,6 +283,9 @@ class Scheduler:
             bound = self._numa_bounds(pod, shape)
             uniform = self._bound_uniform.get(shape)
             bound_max = uniform if uniform is not None else float(bound[idx].max())
+            own = numa.pod_bound(pod)
+            if own is not None:
+                bound_max = min(bound_max, float(w * own))
         names = tuple(ct.name for ct in pod.containers)
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
         checks = 0
@@ -294,9 +297,13 @@ class Scheduler:
                 break  # no later group can beat the best total, even with its best NUMA score
             i = int(idx[j])
             number = int(ordered[p])
+            key = (number, shape, names)
+            if best is not None and numa is not None:  # this group's own bound, if its score has one
+                own = groups.bound(key, numa, c.nodes[i].node, pod)
+                if own is not None and s + w * own <= best.score:
+                    continue
             answer = local.get(number)
             if answer is None:
-                key = (number, shape, names)
                 answer = groups.answers.get(key)
                 if answer is None:
                     res = self.profile.filter(c.nodes[i].node, pod)
