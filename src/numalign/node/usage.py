@@ -210,10 +210,23 @@ def zones_key(node: NodeView) -> Hashable:
 _ZONES_KEYS: dict[int, tuple[weakref.ref[NodeState], Machine, frozenset[int], Hashable]] = {}
 
 
-#: :func:`numa_amounts` by :func:`zones_key` (with the machine, so that a reused id never
-#: matches); cleared beyond :data:`AMOUNTS_SIZE` entries
-_AMOUNTS: dict[Hashable, tuple[Machine, dict[int, ZoneAmounts]]] = {}
+#: :func:`numa_amounts` and :func:`available_key` by :func:`zones_key` (with the machine, so
+#: that a reused id never matches); cleared beyond :data:`AMOUNTS_SIZE` entries
+_AMOUNTS: dict[Hashable, tuple[Machine, dict[int, ZoneAmounts], Hashable]] = {}
 AMOUNTS_SIZE = 1 << 14
+
+
+def _zones(node: NodeView) -> tuple[dict[int, ZoneAmounts], Hashable]:
+    key = zones_key(node)
+    hit = _AMOUNTS.get(key)
+    if hit is not None and hit[0] is node.machine:
+        return hit[1], hit[2]
+    out = _numa_amounts(node.machine, node.state, node.reserved_cpus)
+    available = tuple((i, tuple(sorted(z.available.items()))) for i, z in sorted(out.items()))
+    if len(_AMOUNTS) >= AMOUNTS_SIZE:
+        _AMOUNTS.clear()
+    _AMOUNTS[key] = (node.machine, out, available)
+    return out, available
 
 
 def numa_amounts(node: NodeView) -> dict[int, ZoneAmounts]:
@@ -224,16 +237,14 @@ def numa_amounts(node: NodeView) -> dict[int, ZoneAmounts]:
     Computed once per distinct :func:`zones_key` (nodes alike share it); every call gets its
     own copy.
     """
-    key = zones_key(node)
-    hit = _AMOUNTS.get(key)
-    if hit is not None and hit[0] is node.machine:
-        out = hit[1]
-    else:
-        out = _numa_amounts(node.machine, node.state, node.reserved_cpus)
-        if len(_AMOUNTS) >= AMOUNTS_SIZE:
-            _AMOUNTS.clear()
-        _AMOUNTS[key] = (node.machine, out)
+    out, _ = _zones(node)
     return {i: ZoneAmounts(dict(z.capacity), dict(z.allocatable), dict(z.available)) for i, z in out.items()}
+
+
+def available_key(node: NodeView) -> Hashable:
+    """The ``available`` amounts of :func:`numa_amounts` as one value (NUMA id -> resource ->
+    amount), computed with them."""
+    return _zones(node)[1]
 
 
 def _numa_amounts(m: Machine, st: NodeState, reserved: frozenset[int]) -> dict[int, ZoneAmounts]:
