@@ -18,7 +18,8 @@ over numalign's, min over min and median over median of the same ``make bench``.
 decide differently (each its own rules), so they do not place the same pods; the counts are
 printed next to the times.
 
-``python -m benchmarks.profiles_bench [CELL ...]`` runs some cells only.
+``python -m benchmarks.profiles_bench [CELL ...] [--profiles P,P,...]`` runs some cells, or
+some profiles (with numalign, the reference), only.
 """
 
 from __future__ import annotations
@@ -103,8 +104,9 @@ def _child(cell: Cell, profile: str) -> dict[str, Any]:
     return result
 
 
-def main(names: list[str] | None = None) -> None:
+def main(names: list[str] | None = None, profiles: tuple[str, ...] = PROFILES) -> None:
     cells = [c for c in CELLS if not names or c.name in names]
+    profiles = (REFERENCE, *(p for p in profiles if p != REFERENCE))
     print(f"profiles: CPU ms per pod (min / median of {RUNS} runs, one process per cell and profile) "
           f"and the ratio to {REFERENCE}'s in the same run (min/min, median/median); target <= {TARGET}x")
     print(f"  {'cell':<12} {'profile':<23} {'pods':>5} {'placed':>6} {'ms/pod min':>10} {'median':>8} "
@@ -114,7 +116,7 @@ def main(names: list[str] | None = None) -> None:
             print(f"  {cell.name:<12} skipped: the Alibaba 2025 trace is not in {TRACE}")
             continue
         ref: tuple[float, float] | None = None
-        for profile in PROFILES:
+        for profile in profiles:
             t0 = time.perf_counter()
             r = _child(cell, profile)
             best, med = best_median(r["cpu"])
@@ -135,10 +137,20 @@ def _cli(argv: list[str]) -> None:
         profile = argv[3] if argv[2:3] == ["--profile"] else REFERENCE
         print(json.dumps(measure(cell, profile)))
         return
+    profiles = PROFILES
+    if "--profiles" in argv:
+        at = argv.index("--profiles")
+        if at + 1 >= len(argv):
+            raise SystemExit("--profiles needs a comma-separated list")
+        profiles = tuple(argv[at + 1].split(","))
+        argv = argv[:at] + argv[at + 2:]
+        bad = [p for p in profiles if p not in PROFILES]
+        if bad:
+            raise SystemExit(f"unknown profile(s) {bad}; profiles: {list(PROFILES)}")
     unknown = [a for a in argv if a not in {c.name for c in CELLS}]
     if unknown:
         raise SystemExit(f"unknown cell(s) {unknown}; cells: {[c.name for c in CELLS]}")
-    main(argv or None)
+    main(argv or None, profiles)
 
 
 if __name__ == "__main__":
