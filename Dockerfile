@@ -1,7 +1,7 @@
 # numalign with the Kubernetes extras (exporter and extender): slim, non-root.
 #   docker build -t numalign:0.1.0 .
 # Stage 1 builds the wheel; stage 2 installs it with numalign[kube] into a clean slim image.
-# numalign[kube] adds about 263 MiB of site-packages to the base image (no plotting library:
+# numalign[kube] adds about 266 MiB of site-packages to the base image (no plotting library:
 # matplotlib is the report extra); README, "Install sizes", says how that was measured.
 FROM python:3.11-slim AS build
 WORKDIR /src

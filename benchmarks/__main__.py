@@ -13,8 +13,9 @@ import time
 
 from benchmarks.timing import machine_description
 
-MODULES = ["merge_bench", "admission_bench", "devices_bench", "scheduler_bench", "profiles_bench", "extender_bench",
-           "extender_costly_bench", "informer_bench", "sweep_bench"]
+MODULES = ["startup_bench", "merge_bench", "admission_bench", "devices_bench", "scheduler_bench",
+           "profiles_bench", "sim_bench", "extender_bench", "extender_costly_bench", "informer_bench",
+           "extender_churn_bench", "sweep_bench"]
 
 
 def main(argv: list[str]) -> int:

@@ -33,7 +33,7 @@ The checks:
 * ``demo``; ``--help`` of every command; ``--version``; ``schema``; ``export`` (yaml, json,
   numatopo) and ``discover --nrt/--numatopo`` of the exports;
 * ``simulate`` of ``builtin:small`` and ``builtin:default`` under all eight profiles
-  (``summary.json`` without the clock-measured fields ``scheduled_pods_per_cpu_s``,
+  (``summary.json`` without the clock-measured fields ``throughput_pods_per_s`` (now ``scheduled_pods_per_cpu_s``),
   ``scheduler_cpu_s`` and ``latency_ms``; the table's ``CPU s``/``p50 ms``/``p99 ms`` columns
   masked; report.html only listed). builtin:default runs as two invocations, ``koordinator``
   and the other seven, so that they go in parallel (a profile's run does not depend on the
@@ -95,7 +95,7 @@ RANDOM_CHUNK = 500
 
 #: summary.json fields measured by a clock (sim/metrics.py: wall and thread time); removed.
 #: Everything counted (pods, cycles, NUMA nodes, utilisation over simulated time) stays.
-SUMMARY_TIMING_KEYS = frozenset({"scheduled_pods_per_cpu_s", "scheduler_cpu_s", "latency_ms"})
+SUMMARY_TIMING_KEYS = frozenset({"throughput_pods_per_s", "scheduled_pods_per_cpu_s", "scheduler_cpu_s", "latency_ms"})
 SUMMARY_TIMING_PATTERN = re.compile(r"(wall|throughput|latency|elapsed|cpu_s$|_seconds$)")
 #: columns of the simulate table measured by a clock; masked
 TABLE_TIMING_COLUMNS = re.compile(r"^(CPU s|p\d+ ms|.*\bms|wall.*|.*throughput.*|.*pods/s)$")

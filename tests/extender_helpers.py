@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import pytest
 
-from numalign.kube.extender import core as core_module
+from numalign.kube.extender import engines as engines_module
 from numalign.kube.extender.core import ExtenderCore
 from numalign.kube.extender.sources import ApiSource, run_source
 from numalign.node.admission import Node
@@ -29,13 +29,13 @@ def wait(cond: Callable[[], bool], seconds: float = 10.0) -> None:
 def count_engine_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the NRT objects the extender builds engines from, in order."""
     builds: list[str] = []
-    real = core_module.engine_from_nrt
+    real = engines_module.engine_from_nrt
 
     def counting(obj: Any) -> Node:
         builds.append(obj["metadata"]["name"])
         return real(obj)
 
-    monkeypatch.setattr(core_module, "engine_from_nrt", counting)
+    monkeypatch.setattr(engines_module, "engine_from_nrt", counting)
     return builds
 
 

@@ -39,15 +39,15 @@ def test_initial_list_and_each_update_are_frozen(unfrozen: None) -> None:
     gc.unfreeze()
     core.set_nodes({f"n{i}": version(f"n{i}", i) for i in range(3)})
     assert gc.get_freeze_count() > 0
-    # the initial list: one freeze per node published, one when it is all in
-    assert policy.freezes == 3 + 1
+    # the initial list: one freeze when it is all in (not one per node)
+    assert policy.freezes == 1
     engine = core.nodes["n0"].node
     assert engine not in gc.get_objects()  # frozen objects are out of the collector's sight
-    core.update_node("n0", version("n0", 3))
-    assert policy.freezes == 5
+    core.update_node("n0", version("n0", 3))  # after it: one per update published
+    assert policy.freezes == 2
     assert core.nodes["n0"].node not in gc.get_objects()
     core.update_node("n0", version("n0", 3))  # unchanged: nothing published, nothing frozen
-    assert policy.freezes == 5
+    assert policy.freezes == 2
 
 
 def test_a_core_without_a_policy_freezes_nothing(unfrozen: None) -> None:

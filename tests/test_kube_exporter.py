@@ -258,3 +258,20 @@ def test_out_must_be_a_writable_directory(tmp_path: Path, capsys: pytest.Capture
     assert main(["export", "-m", str(EXAMPLES / "fig1.yaml"), "--out", str(f)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("numalign export: error: --out: cannot write there") and err.count("\n") == 1
+
+
+def test_the_files_text_is_what_safe_dump_writes() -> None:
+    """write_object uses libyaml's emitter where PyYAML has it: for every shipped machine's
+    NRT the text is the pure-Python emitter's, byte for byte."""
+    from numalign.kube.exporter import dump_yaml
+
+    checked = 0
+    for spec in sorted(EXAMPLES.glob("*.yaml")):
+        try:
+            machine = read_machine_file(str(spec))
+        except Exception:  # pod files, clusters, sweeps: not machines
+            continue
+        obj = build_nrt(Node(machine), name=machine.name or "m")
+        assert dump_yaml(obj) == yaml.safe_dump(obj, sort_keys=False), spec.name
+        checked += 1
+    assert checked >= 4  # dual-socket-ht, fig1, gb200, gpu-8x-rdma at least

@@ -9,6 +9,7 @@ import copy
 import http.client
 import io
 import json
+import os
 import select
 import socket
 import threading
@@ -25,6 +26,7 @@ from conftest import REPO
 from extender_helpers import count_engine_builds
 from numalign.kube.extender import DirSource, ExtenderCore, serve_in_thread
 from numalign.kube.extender import core as core_module
+from numalign.kube.extender import engines as engines_module
 from numalign.kube.extender.core import CACHE_PER_NODE, MAX_REMEMBERED_PODS
 from numalign.kube.extender.limits import check_nrt
 from numalign.kube.topology import build_nrt
@@ -126,7 +128,7 @@ def test_hostile_files_leave_the_directory_served(tmp_path: Path) -> None:
 def test_engine_build_never_holds_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     core = ExtenderCore(log=io.StringIO())
     core.set_nodes({"a": fig_nrt("a")})
-    real = core_module.engine_from_nrt
+    real = engines_module.engine_from_nrt
     started = threading.Event()
 
     def slow(obj: object) -> Node:
@@ -134,7 +136,7 @@ def test_engine_build_never_holds_the_lock(monkeypatch: pytest.MonkeyPatch) -> N
         time.sleep(1.0)
         return real(obj)
 
-    monkeypatch.setattr(core_module, "engine_from_nrt", slow)
+    monkeypatch.setattr(engines_module, "engine_from_nrt", slow)
     t = threading.Thread(target=core.update_node, args=("b", fig_nrt("b")))
     t.start()
     assert started.wait(5)
@@ -147,8 +149,10 @@ def test_engine_build_never_holds_the_lock(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_one_update_rebuilds_one_node(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     builds = count_engine_builds(monkeypatch)
+    old = time.time_ns() - 60 * 10**9  # written a minute ago: their keys are not "racy"
     for i in range(50):
         (tmp_path / f"n{i}.yaml").write_text(yaml.safe_dump(fig_nrt(f"n{i}")))
+        os.utime(tmp_path / f"n{i}.yaml", ns=(old, old))
     core = ExtenderCore(log=io.StringIO())
     src = DirSource(tmp_path, log=io.StringIO())
     src.poll(core)

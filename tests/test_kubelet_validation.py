@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from numalign.engine import policies
 from numalign.errors import InputError
 from numalign.machine.spec import load_machine
 from numalign.node.admission import Node
@@ -46,23 +45,29 @@ def test_empty_policy_and_scope_are_the_kubelet_defaults() -> None:
     assert "kubelet.topologyManagerScope: unknown scope" in _error(_spec(topologyManagerScope="Pod"))
 
 
-def test_policy_option_gates(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Like upstream TestPolicyOptionsAvailable: options moved between maturity sets."""
-    assert load_machine(_spec(topologyManagerPolicyOptions={"prefer-closest-numa-nodes": "true"}))
-    assert "unknown Topology Manager Policy option" in _error(
+def test_policy_option_gates() -> None:
+    """Like upstream TestPolicyOptionsAvailable: the node's release decides the option's
+    maturity (tests/test_kubelet_releases.py has every release); checked when the node's rules
+    are resolved, as the kubelet checks at start-up."""
+    from numalign.node.rules import resolve_rules
+
+    def start(doc: dict[str, Any]) -> str:
+        with pytest.raises(InputError) as e:
+            resolve_rules(load_machine(doc, "m.yaml"))
+        assert "\n" not in str(e.value)
+        return str(e.value)
+
+    assert resolve_rules(load_machine(_spec(topologyManagerPolicyOptions={"prefer-closest-numa-nodes": "true"})))
+    assert "unknown Topology Manager Policy option" in start(
         _spec(topologyManagerPolicyOptions={"no-such-option": "true"}))
-    monkeypatch.setattr(policies, "STABLE_OPTIONS", set())
-    monkeypatch.setattr(policies, "ALPHA_OPTIONS", {policies.MAX_ALLOWABLE})
-    monkeypatch.setattr(policies, "BETA_OPTIONS", {policies.PREFER_CLOSEST})
-    alpha = _spec(topologyManagerPolicyOptions={"max-allowable-numa-nodes": "8"})
-    assert "Alpha-level Options not enabled" in _error(alpha)
-    alpha["kubelet"]["featureGates"] = {"TopologyManagerPolicyAlphaOptions": True}
-    assert load_machine(alpha)
     beta = _spec(topologyManagerPolicyOptions={"prefer-closest-numa-nodes": "true"},
-                 featureGates={"TopologyManagerPolicyBetaOptions": False})
-    assert "Beta-level Options not enabled" in _error(beta)
+                 featureGates={"TopologyManagerPolicyBetaOptions": False}, kubeletVersion="v1.31.0")
+    assert "Topology Manager Policy Beta-level Options not enabled" in start(beta)
     beta["kubelet"]["featureGates"] = {}
-    assert load_machine(beta)  # beta gates default to on
+    assert resolve_rules(load_machine(beta))  # beta gates default to on
+    beta["kubelet"]["kubeletVersion"] = "v1.32.0"  # GA there: the gate no longer matters
+    beta["kubelet"]["featureGates"] = {"TopologyManagerPolicyBetaOptions": False}
+    assert resolve_rules(load_machine(beta))
 
 
 def test_reserved_memory_must_add_up_with_eviction_hard() -> None:

@@ -200,7 +200,7 @@ def test_ps_table(tmp_path: Path) -> None:
     spec = small_spec(tmp_path)
     state = tmp_path / "s"
     p = popen("run", "--machine", str(spec), "--state-dir", str(state), "--cpus", "2", "--gpus", "1",
-              "--no-pin", "--", "sh", "-c", "echo up; sleep 30")
+              "--no-pin", "--", "sh", "-c", "echo up; exec sleep 600")  # SIGINT below ends it
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "up"
         out = cli("ps", "--state-dir", str(state))
@@ -208,7 +208,7 @@ def test_ps_table(tmp_path: Path) -> None:
         header, row = out.stdout.splitlines()[:2]
         assert header.split() == ["PID", "AGE", "NUMA", "CPUS", "MEMORY", "DEVICES", "COMMAND"]
         assert row.split()[0] == str(p.pid) and "1-2" in row and "nvidia.com/gpu=gpu0" in row
-        assert row.endswith("sh -c echo up; sleep 30")
+        assert row.endswith("sh -c echo up; exec sleep 600")
     finally:
         p.send_signal(signal.SIGINT)
         assert p.wait(30) == 128 + signal.SIGINT

@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import itertools
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import numalign.engine.merge as merge_module
+import numalign.engine.merge_tiny as tiny_module
 from numalign.engine.bitmask import mask_of
 from numalign.engine.hints import HintList, TopologyHint
 from numalign.engine.merge import FitOrder, merge_lists
@@ -53,7 +54,29 @@ def small_cases(draw: st.DrawFn) -> tuple[int, list[HintList], FitOrder]:
 def test_small_fold_equals_the_product_fold(case: tuple[int, list[HintList], FitOrder]) -> None:
     default, lists, fit = case
     assert merge_module._small_explicit(lists, default) == merge_module._SMALL
-    assert merge_lists(lists, default, fit) == product_fold(lists, default, fit)
+    expected = product_fold(lists, default, fit)
+    assert merge_module._fold_small(lists, default, fit) == expected  # type: ignore[arg-type]
+    assert merge_lists(lists, default, fit) == expected
+
+
+#: hint lists whose masks may be empty (0 nodes) or reach beyond the default's nodes
+TINY_LISTS = st.lists(
+    st.lists(st.builds(TopologyHint, st.integers(0, 15) | st.just(None), st.booleans()), min_size=1, max_size=6),
+    min_size=1, max_size=4,
+)
+
+
+@settings(SETTINGS, max_examples=300)
+@given(small_cases() | st.tuples(st.sampled_from([3, 6, 7, 15]), TINY_LISTS, st.just(FitOrder())))
+@example((520, [[TopologyHint(8, False), TopologyHint(0, False), TopologyHint(520, False)]], FitOrder()))
+def test_tiny_fold_is_the_product_fold(case: tuple[int, list[HintList], FitOrder]) -> None:
+    """The permutation-by-permutation fold of inputs of a few permutations (Narrowest)."""
+    default, lists, _ = case
+    assert tiny_module.fold_tiny(lists, default) == product_fold(lists, default, FitOrder())  # type: ignore[arg-type]
+    count = 1
+    for hints in lists:
+        count *= len(hints)
+    assert tiny_module.tiny_permutations(lists) == (count if count <= tiny_module.TINY_PERMUTATIONS else 0)
 
 
 @settings(SETTINGS, max_examples=100)
@@ -62,12 +85,12 @@ def test_small_fold_equals_the_search(case: tuple[int, list[HintList], FitOrder]
     """The same answer as the searches that take every larger input."""
     default, lists, fit = case
     small = merge_lists(lists, default, fit)
-    saved = merge_module.SMALL_FOLD_STEPS
-    merge_module.SMALL_FOLD_STEPS = 0
+    saved = merge_module.SMALL_FOLD_STEPS, tiny_module.TINY_PERMUTATIONS
+    merge_module.SMALL_FOLD_STEPS = tiny_module.TINY_PERMUTATIONS = 0
     try:
         assert merge_lists(lists, default, fit) == small
     finally:
-        merge_module.SMALL_FOLD_STEPS = saved
+        merge_module.SMALL_FOLD_STEPS, tiny_module.TINY_PERMUTATIONS = saved
 
 
 def test_empty_list_is_the_default_not_preferred() -> None:

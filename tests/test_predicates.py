@@ -1,4 +1,4 @@
-"""The kubelet's predicate admission (node-level fit) ahead of the Topology Manager (issue 13).
+"""The kubelet's predicate admission (node-level fit), which runs after the Topology Manager.
 
 Tables transcribed from upstream:
 

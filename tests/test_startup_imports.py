@@ -1,12 +1,16 @@
 """Start-up cost of the ``numalign`` command: building the parser (``--help``, a sub-command's
 ``--help``) imports no heavy module - numpy, yaml, the Kubernetes adapter, the simulator, the
-scheduler, the launcher's library, the node engine. Checked with ``python -X importtime`` in a
-subprocess (what was imported, not how long it took: timings are not reliable on a shared box).
+scheduler, the launcher's library, the node engine - and not even :mod:`typing` or
+:mod:`dataclasses`; ``admit`` on a kubelet node loads the node engine and nothing of the other
+families, the scheduler, the state directory or the help pages. Checked with
+``python -X importtime`` in a subprocess (what was imported, not how long it took: timings are
+not reliable on a shared box; ``benchmarks/startup_bench.py`` measures them).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -14,11 +18,19 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO
+from numalign.cli import build_parser
+from numalign.cli.argparser import subparsers
+from numalign.cli.main import COMMANDS
+
+EXAMPLES = REPO / "examples"
+
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 #: modules (with their submodules) that registering the sub-commands must not load; "pkg." = the
 #: package's submodules (the lazy package itself is cheap)
-HEAVY = ("numpy", "yaml", "numalign.kube.", "numalign.sim.", "numalign.scheduler.",
+HEAVY = ("numpy", "yaml", "matplotlib", "kubernetes", "grpc", "numalign.kube.", "numalign.sim.",
+         "numalign.scheduler.",
          "numalign.node.", "numalign.machine.", "numalign.engine.merge", "numalign.launcher.admission",
          "numalign.launcher.runs", "numalign.launcher.plan", "numalign.launcher.pinning",
          "importlib.metadata", "dask", "distributed")
@@ -37,7 +49,7 @@ def imported_modules(*argv: str) -> list[str]:
             name = line.rsplit("|", 1)[1].strip()
             if name != "imported package":  # the header line
                 names.append(name)
-    assert "numalign.cli.help" in names  # the parse worked: importtime lines were found
+    assert "numalign.cli.main" in names  # the parse worked: importtime lines were found
     return names
 
 
@@ -55,6 +67,41 @@ def heavy(names: list[str]) -> list[str]:
 def test_help_imports_no_heavy_module(argv: tuple[str, ...]) -> None:
     names = imported_modules(*argv)
     assert heavy(names) == [], f"numalign {' '.join(argv)} imported {heavy(names)}"
+    assert ("numalign.cli.help" in names) == (argv != ("--help",))  # a page's texts, to print it
+    assert not {"typing", "dataclasses", "json"} & set(names), "help pages are plain data"
+    if argv[0] not in ("--help", "run", "export", "extender"):  # only the commands asked for
+        assert not [n for n in names if n.startswith(("numalign.kube", "numalign.launcher"))]
+
+
+def test_commands_constant_is_the_parser() -> None:
+    """``main`` builds one command's parser when the command line names one of COMMANDS: the
+    constant lists the full parser's commands, in order."""
+    assert tuple(subparsers(build_parser())) == COMMANDS
+
+
+#: runs ``numalign ARGV`` (output discarded) and prints the loaded modules: importtime does not
+#: see what ``importlib.import_module`` loads (the registry's families)
+PROBE = """
+import contextlib, io, json, sys
+from numalign.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    main(json.loads(sys.argv[1]))
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_admit_on_a_kubelet_node_loads_what_it_uses() -> None:
+    argv = ["admit", "-m", str(EXAMPLES / "fig1.yaml"), str(EXAMPLES / "fig1-pods.yaml"), "-o", "json"]
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], capture_output=True,
+                         text=True, env=ENV, check=True, timeout=120).stdout
+    names = json.loads(out)
+    assert {"numalign.node.admission", "numalign.modes.kubelet.family", "yaml"} <= set(names)
+    unused = ("numpy", "matplotlib", "kubernetes", "grpc", "dask", "distributed", "numalign.sim",
+              "numalign.scheduler", "numalign.kube", "numalign.launcher", "numalign.cli.help",
+              "numalign.modes.koordinator", "numalign.modes.volcano", "numalign.modes.merge",
+              "numalign.pods.annotations", "numalign.node.plan_cache", "numalign.node.store",
+              "uuid", "tempfile")
+    assert [n for n in names if n in unused or n.startswith(tuple(f"{u}." for u in unused))] == []
 
 
 def test_importtime_parse_sees_heavy_imports() -> None:

@@ -16,9 +16,11 @@ Names are loaded on first use (``numalign.Node`` imports the node side only then
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from numalign.lazy_exports import lazy_getattr
+
+#: ``typing.TYPE_CHECKING`` without importing :mod:`typing` (start-up time): static checkers
+#: take any ``TYPE_CHECKING`` as true
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 

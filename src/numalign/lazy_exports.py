@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 
 def lazy_getattr(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:

@@ -17,12 +17,14 @@ so the whole tree is made of :class:`StrictParser` (``tests/test_cli_flags.py`` 
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
-from collections.abc import Sequence
-from typing import Any, NoReturn
 
 from numalign.errors import one_line
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any, NoReturn
 
 #: what argparse takes for a value although it starts with ``-``: a digit, or a dot and a digit
 NEGATIVE_LOOKING = re.compile(r"^-\.?\d")
@@ -37,6 +39,14 @@ class StrictParser(argparse.ArgumentParser):
         super().__init__(**kwargs)
         # argparse's own matcher takes only plain numbers (-1, -.5) for values
         self._negative_number_matcher = NEGATIVE_LOOKING
+        #: run once before this parser's help is first formatted (the pages' texts are loaded then)
+        self.before_help: Callable[[argparse.ArgumentParser], None] | None = None
+
+    def format_help(self) -> str:
+        hook, self.before_help = self.before_help, None
+        if hook is not None:
+            hook(self)
+        return super().format_help()
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
@@ -72,5 +82,15 @@ class StrictParser(argparse.ArgumentParser):
 def _closest(name: str, flags: Sequence[str]) -> list[str]:
     """The flags ``name`` was probably meant to be: the (at most two) it abbreviates, else the
     most similar one (:func:`difflib.get_close_matches`)."""
+    import difflib
+
     longer = [f for f in flags if f.startswith(name) and len(name) > 2]
     return longer[:2] or difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
+
+
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``parser``'s sub-command parsers by name (none: empty)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}

@@ -12,23 +12,31 @@ runs them all from a copy of the repository's tracked files.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+
+from numalign.cli.argparser import subparsers
 
 
-@dataclass(frozen=True)
 class Example:
-    """One example command line of a help page."""
+    """One example command line of a help page (a plain class: ``--help`` loads this module,
+    and a dataclass would load the dataclass machinery with it)."""
 
-    line: str
-    #: its exit status: 1 when it shows a rejection or a pod that is not there
-    status: int = 0
-    #: what it needs that a fresh clone does not have (shown as a comment after it; the
-    #: example test skips it, giving this as the reason)
-    needs: str = ""
-    #: it serves until stopped: the example test waits until it is ready, then stops it
-    serves: bool = False
-    #: the examples (lines of these pages) whose output it reads: run before it
-    after: tuple[str, ...] = ()
+    __slots__ = ("after", "line", "needs", "serves", "status")
+
+    def __init__(self, line: str, status: int = 0, needs: str = "", serves: bool = False,
+                 after: tuple[str, ...] = ()) -> None:
+        self.line = line
+        #: its exit status: 1 when it shows a rejection or a pod that is not there
+        self.status = status
+        #: what it needs that a fresh clone does not have (shown as a comment after it; the
+        #: example test skips it, giving this as the reason)
+        self.needs = needs
+        #: it serves until stopped: the example test waits until it is ready, then stops it
+        self.serves = serves
+        #: the examples (lines of these pages) whose output it reads: run before it
+        self.after = after
+
+    def __repr__(self) -> str:
+        return f"Example({self.line!r})"
 
     def rendered(self) -> str:
         if self.needs:
@@ -104,7 +112,9 @@ COMMANDS: dict[str, tuple[str, tuple[Example, ...]]] = {
         "Sources: the live /sys (default), a captured /sys (directory or tarball), hwloc XML,\n"
         "an hwloc synthetic description, an NRT or a Volcano Numatopology object.\n"
         "A discovered spec has the kubelet defaults (policy none); add your kubelet settings\n"
-        "with `numalign admit --kubelet-config` instead of editing it.",
+        "with `numalign admit --kubelet-config` instead of editing it. On the live host the\n"
+        "kubelet's version is asked of its binary (`kubelet --version`, 2 s at most; none\n"
+        "when it is absent or gives no version; --verbose says which).",
         (
             Example("numalign discover -o table"),
             Example("numalign discover --sysfs-root examples/captures/16amd64-8n2c.tar.bz2 -o table"),
@@ -216,24 +226,22 @@ def epilog(examples: tuple[Example, ...]) -> str:
     return "examples:\n" + "\n".join(f"  {e.rendered()}" for e in examples)
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
 def document(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """Give every sub-command of ``parser`` its description, examples and flag help."""
-    for name, sub in _subparsers(parser).items():
+    for name, sub in subparsers(parser).items():
         path = f"{prefix} {name}".strip()
-        description, examples = COMMANDS[path]
-        sub.description = description
-        sub.epilog = epilog(examples)
-        sub.formatter_class = argparse.RawDescriptionHelpFormatter
-        for action in sub._actions:
-            if action.help is None:
-                for option in action.option_strings:
-                    if (path, option) in FLAG_HELP:
-                        action.help = FLAG_HELP[(path, option)]
+        document_page(sub, path)
         document(sub, path)
+
+
+def document_page(parser: argparse.ArgumentParser, path: str) -> None:
+    """Give the sub-command ``path`` (its ``parser``) its description, examples and flag help."""
+    description, examples = COMMANDS[path]
+    parser.description = description
+    parser.epilog = epilog(examples)
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in parser._actions:
+        if action.help is None:
+            for option in action.option_strings:
+                if (path, option) in FLAG_HELP:
+                    action.help = FLAG_HELP[(path, option)]

@@ -147,6 +147,7 @@ from numalign.engine.merge_search import (
     min_size,
     signature,
 )
+from numalign.engine.merge_tiny import fold_tiny, tiny_permutations
 
 __all__ = [
     "LEGACY_LISTING_LIMIT",
@@ -338,6 +339,8 @@ def merge_lists(
     Raises :class:`MergeTooLarge` (an InputError) when the exact answer would need more
     than :data:`numalign.engine.merge_budget.STEP_LIMIT` search steps.
     """
+    if fit.distances is None and tiny_permutations(lists):
+        return fold_tiny(lists, default)  # type: ignore[arg-type]  # all explicit
     kind = _small_explicit(lists, default)
     if kind == _EMPTY:
         return TopologyHint(default, False)  # an empty list: empty product

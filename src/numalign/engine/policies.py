@@ -123,9 +123,9 @@ DEFAULT_MAX_NUMA_NODES = 8
 
 #: option maturity (kubelet ``policy_options.go``, newest upstream: both options GA). Alpha
 #: options need the feature gate :data:`ALPHA_GATE` (default off), beta ones
-#: :data:`BETA_GATE` (default on), stable ones nothing. Older kubelets had
-#: {alpha: max-allowable, beta: prefer-closest}; a test patches these sets the way upstream's
-#: ``TestPolicyOptionsAvailable`` does.
+#: :data:`BETA_GATE` (default on), stable ones nothing. Older kubelets had other sets: a
+#: kubelet release passes its own :class:`OptionLevels` (``modes/kubelet/releases.py``); a
+#: test patches these module sets the way upstream's ``TestPolicyOptionsAvailable`` does.
 ALPHA_OPTIONS: set[str] = set()
 BETA_OPTIONS: set[str] = set()
 STABLE_OPTIONS: set[str] = {PREFER_CLOSEST, MAX_ALLOWABLE}
@@ -135,21 +135,52 @@ BETA_GATE = "TopologyManagerPolicyBetaOptions"
 GATE_DEFAULTS: Mapping[str, bool] = {ALPHA_GATE: False, BETA_GATE: True}
 
 
-def check_option_available(name: str, gates: Mapping[str, bool] | None = None) -> None:
+@dataclass(frozen=True)
+class OptionLevels:
+    """Which options one kubelet release knows, by maturity, and how it words a gate error.
+
+    ``manager`` is the manager's name as its messages spell it (``Topology Manager Policy``,
+    ``CPU Manager Policy``); ``lower_case`` is the lower-case wording of the gate errors
+    (``topology manager policy beta-level options not enabled``, kubelet 1.32 and later).
+    """
+
+    alpha: frozenset[str]
+    beta: frozenset[str]
+    stable: frozenset[str]
+    manager: str = "Topology Manager Policy"
+    alpha_gate: str = ALPHA_GATE
+    beta_gate: str = BETA_GATE
+    lower_case: bool = False
+
+    @property
+    def known(self) -> frozenset[str]:
+        return self.alpha | self.beta | self.stable
+
+    def check(self, name: str, gates: Mapping[str, bool]) -> None:
+        """kubelet ``CheckPolicyOptionAvailable`` with ``gates`` (every gate given)."""
+        if name not in self.known:
+            raise InputError(f'unknown {self.manager} option: "{name}"')
+        for level, options, gate in (("Alpha", self.alpha, self.alpha_gate),
+                                     ("Beta", self.beta, self.beta_gate)):
+            if name in options and not gates.get(gate, False):
+                words = f"{self.manager} {level}-level Options not enabled"
+                if self.lower_case:
+                    words = words.lower()
+                raise InputError(f'{words}, but option "{name}" provided (featureGates {gate}: '
+                                 f"{'false' if gate in gates else 'off by default'})")
+
+
+def newest_levels() -> OptionLevels:
+    """The newest release's Topology Manager option sets (read when called, so a test that
+    patches the module sets sees its own)."""
+    return OptionLevels(frozenset(ALPHA_OPTIONS), frozenset(BETA_OPTIONS), frozenset(STABLE_OPTIONS))
+
+
+def check_option_available(
+    name: str, gates: Mapping[str, bool] | None = None, levels: OptionLevels | None = None
+) -> None:
     """kubelet ``CheckPolicyOptionAvailable``: the option exists and its gate is on."""
-    on = {**GATE_DEFAULTS, **(gates or {})}
-    if name not in ALPHA_OPTIONS | BETA_OPTIONS | STABLE_OPTIONS:
-        raise InputError(f'unknown Topology Manager Policy option: "{name}"')
-    if name in ALPHA_OPTIONS and not on[ALPHA_GATE]:
-        raise InputError(
-            f'Topology Manager Policy Alpha-level Options not enabled, but option "{name}" '
-            f"provided (set featureGates {ALPHA_GATE}: true)"
-        )
-    if name in BETA_OPTIONS and not on[BETA_GATE]:
-        raise InputError(
-            f'Topology Manager Policy Beta-level Options not enabled, but option "{name}" '
-            f"provided (featureGates {BETA_GATE} is false)"
-        )
+    (levels or newest_levels()).check(name, {**GATE_DEFAULTS, **(gates or {})})
 
 @dataclass(frozen=True)
 class PolicyOptions:
@@ -171,9 +202,10 @@ def parse_options(
     raw: Mapping[str, object] | None,
     field: str = "options",
     gates: Mapping[str, bool] | None = None,
+    levels: OptionLevels | None = None,
 ) -> PolicyOptions:
     """Validate policy options as the kubelet's ``NewPolicyOptions`` does (names, feature
-    ``gates``, values)."""
+    ``gates``, values); ``levels``: the kubelet release's option sets (default the newest)."""
     if raw is None:
         return PolicyOptions()
     if not isinstance(raw, Mapping):
@@ -182,7 +214,7 @@ def parse_options(
     max_nodes = DEFAULT_MAX_NUMA_NODES
     for name, value in raw.items():
         try:
-            check_option_available(name, gates)
+            check_option_available(name, gates, levels)
             if name == PREFER_CLOSEST:
                 prefer = parse_bool(value, name)
             elif name == MAX_ALLOWABLE:

@@ -128,6 +128,21 @@ def parse_cpulist(text: object, field: str | None = None) -> frozenset[int]:
         if text < 0:
             raise InputError(f"invalid cpulist {_cut(repr(text))}: negative CPU number", field)
         return frozenset((_capped(text, str(text), field),))
+    known = _PARSED.get(text)
+    if known is not None:
+        return known
+    ids = _parse_text(text, field)
+    if len(_PARSED) < MAX_PARSED:  # machines of a kind repeat the same lists
+        _PARSED[text] = ids
+    return ids
+
+
+#: cpulist strings parsed so far and their ids (immutable: shared); bounded
+MAX_PARSED = 4096
+_PARSED: dict[str, frozenset[int]] = {}
+
+
+def _parse_text(text: str, field: str | None) -> frozenset[int]:
     whole = text.strip(_PAD)
     if not whole:
         return frozenset()

@@ -93,6 +93,21 @@ def parse_quantity(value: object, field: str | None = None) -> Quantity:
         return Fraction(Decimal(repr(value)))
     if not isinstance(value, str):
         raise InputError(f"invalid quantity {value!r}: expected a number or string", field)
+    known = _PARSED.get(value)
+    if known is not None:
+        return known
+    result = _parse_text(value, field)
+    if len(_PARSED) < MAX_PARSED:  # the same few strings recur in every NRT and pod
+        _PARSED[value] = result
+    return result
+
+
+#: quantity strings parsed so far and their values (exact and immutable: shared); bounded
+MAX_PARSED = 4096
+_PARSED: dict[str, Fraction] = {}
+
+
+def _parse_text(value: str, field: str | None) -> Quantity:
     bad = f'invalid quantity "{value}"'
     m = _QUANTITY_RE.fullmatch(value)
     if m is None:

@@ -4,9 +4,9 @@ paths (``numalign export --apply``, ``numalign extender serve --kubeconfig``).""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from numalign.lazy_exports import lazy_getattr
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (``numalign --help``)
 
 #: public name -> defining module; loaded on first use so that registering the CLI's
 #: subcommands (which imports this package's ``cli``) stays cheap

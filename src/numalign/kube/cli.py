@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (``numalign --help``)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from numalign.errors import InputError
     from numalign.kube.exporter import ExportSources, export_command
 
@@ -99,7 +103,8 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--max-body", type=int, default=8 * 1024 * 1024, metavar="BYTES")
     s.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="socket timeout")
     s.add_argument("--resync", type=float, default=1.0, metavar="SECONDS",
-                   help="NRT directory poll / API re-list period")
+                   help="API: shortest time between re-lists; --nrt-dir: the poll period "
+                        "where the directory cannot be watched for changes")
     s.add_argument("--assume-ttl", type=float, default=120.0, metavar="SECONDS",
                    help="drop an assumed pod after this long if the NRT has not shown it")
     s.add_argument("--request-budget", type=float, default=3.0, metavar="SECONDS",

@@ -51,6 +51,7 @@ from numalign.inputs.quantity import (
     parse_quantity,
     quantity_int,
 )
+from numalign.machine.kubelet_version import parse_kubelet_version
 from numalign.machine.model import Device, Machine, ReservedMemory
 from numalign.machine.node_annotations import KUBELET_CPU_MANAGER_POLICY, parse_kubelet_cpu_policy
 from numalign.machine.nrt import is_zone_device_resource, nrt_to_machine, parse_counts
@@ -84,6 +85,9 @@ ATTR_NODE_REQUESTED = "numalign.io/nodeRequested"
 ATTR_NODE_PODS = "numalign.io/nodePods"
 #: the node status' allocatable the predicate admission compares against ("cpu=63000,...")
 ATTR_NODE_ALLOCATABLE = "numalign.io/nodeAllocatable"
+#: the node's kubelet version (``Node.status.nodeInfo.kubeletVersion`` form, ``v1.33.4``): the
+#: release the node decides by (``docs/kubelet-releases.md``); absent = the newest modelled
+ATTR_KUBELET_VERSION = "numalign.io/kubeletVersion"
 NRT_USAGE_UID = "numalign.io/nrt-usage"  # the synthetic occupant of published usage
 #: node labels the engine reads from an NRT (``metadata.labels`` or node attributes)
 NODE_LABEL_KEYS = (
@@ -282,8 +286,11 @@ def engine_from_nrt(obj: object) -> Node:
     reserved_memory: tuple[ReservedMemory, ...] = ()
     if mem_policy == MEMORY_STATIC:
         machine, reserved_memory = _memory_machine(machine, amounts)
+    version = attrs.get(ATTR_KUBELET_VERSION)
     kubelet = replace(
         machine.kubelet,
+        kubelet_version=(parse_kubelet_version(version, f"attributes.{ATTR_KUBELET_VERSION}")
+                         if version else None),
         cpu_manager_policy=cpu_policy,
         cpu_manager_policy_options=cpu_options,
         reserved_system_cpus=reserved or None,

@@ -29,6 +29,7 @@ from numalign.kube.nrt_import import (
     ATTR_ASSIGNED_CPUS,
     ATTR_CPU_OPTIONS,
     ATTR_CPU_POLICY,
+    ATTR_KUBELET_VERSION,
     ATTR_MEMORY_ASSIGNMENTS,
     ATTR_MEMORY_GROUP,
     ATTR_MEMORY_POLICY,
@@ -131,6 +132,8 @@ def build_nrt(node: Node, pod_keys: Iterable[str] | None = None, name: str | Non
     if k.cpu_manager_policy == CPU_STATIC and node.reserved_cpus:
         attrs.append({"name": ATTR_RESERVED_CPUS, "value": format_cpulist(node.reserved_cpus)})
     attrs.append({"name": ATTR_MEMORY_POLICY, "value": k.memory_manager_policy})
+    if k.kubelet_version:
+        attrs.append({"name": ATTR_KUBELET_VERSION, "value": str(k.kubelet_version)})
     if node_level:
         requested, count = node.requested()
         attrs.append({"name": ATTR_NODE_REQUESTED, "value": amounts_text(requested)})

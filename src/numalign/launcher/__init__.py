@@ -24,9 +24,9 @@ so ``numalign --help`` and the sub-command registration do not pay for them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from numalign.lazy_exports import lazy_getattr
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (``numalign --help``)
 
 #: public name -> the module that defines it
 _EXPORTS: dict[str, str] = {

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
-from collections.abc import Iterator, Sequence
-from typing import Any
 
 from numalign.errors import InputError, NumalignError
 from numalign.launcher.defaults import DEFAULT_POLICY
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (``numalign --help``)
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any
 
 #: request fields (:class:`LaunchRequest` and the launcher configuration) -> their flags
 _FLAGS = {
@@ -122,6 +124,8 @@ def run_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         plan = dry_run(machine, request, state_dir, ident, pin=not args.no_pin)
         if args.output == "json":
+            import json
+
             print(json.dumps(plan_doc(plan, source.warnings), indent=2))
         else:
             print(plan_text(plan, source.warnings))
@@ -193,6 +197,8 @@ def ps_command(args: argparse.Namespace) -> int:
 
     rows, stale = list_runs(args.state_dir)
     if args.output == "json":
+        import json
+
         print(json.dumps({"runs": rows, "stale": stale}, indent=2))
         return 0
     for line in ps_table(rows):

@@ -160,9 +160,13 @@ def read_kubelet_configuration(path: str) -> dict[str, Any]:
 
 def with_kubelet_configuration(machine: Machine, section: Mapping[str, Any], source: str) -> Machine:
     """``machine`` with its kubelet section replaced by ``section`` (checked by the spec loader,
-    so reserved CPUs and NUMA nodes must exist on this machine)."""
+    so reserved CPUs and NUMA nodes must exist on this machine). A KubeletConfiguration has no
+    version: the machine's ``kubeletVersion`` stays unless ``section`` gives one."""
     from numalign.machine.spec import dump_machine, load_machine
 
     doc = dump_machine(machine)
+    kept = doc["kubelet"].get("kubeletVersion")
     doc["kubelet"] = dict(section)
+    if kept is not None:
+        doc["kubelet"].setdefault("kubeletVersion", kept)
     return load_machine(doc, source)

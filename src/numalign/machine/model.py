@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from numalign.engine.bitmask import mask_of
+from numalign.machine.kubelet_version import KubeletVersion
 
 
 @dataclass(frozen=True)
 class NumaNode:
+    """One NUMA node: its regular memory, hugepages and SLIT distances."""
+
     id: int
     memory: int  # bytes of regular memory (MemTotal of the node)
     hugepages: Mapping[int, int] = field(default_factory=dict)  # page size -> total bytes
@@ -29,6 +32,8 @@ class NumaNode:
 
 @dataclass(frozen=True)
 class Cpu:
+    """One logical CPU and where it sits (core, socket, NUMA node, uncore cache, die)."""
+
     id: int
     core: int
     socket: int
@@ -78,10 +83,16 @@ class KubeletConfig:
     eviction_hard: Mapping[str, str] | None = None
     #: ``maxPods``: how many pods the node admits (the kubelet's default 110)
     max_pods: int = 110
+    #: the kubelet's version (``kubeletVersion`` in a machine spec, ``--kubelet-version``,
+    #: ``Node.status.nodeInfo.kubeletVersion``); None = unknown, decided as the newest release
+    #: numalign models (``modes/kubelet/releases.py``)
+    kubelet_version: KubeletVersion | None = None
 
 
 @dataclass(frozen=True)
 class Machine:
+    """A node's topology (NUMA nodes, CPUs, devices), its kubelet configuration and labels."""
+
     name: str
     numa_nodes: tuple[NumaNode, ...]  # ascending id
     cpus: tuple[Cpu, ...]  # ascending id

@@ -9,7 +9,9 @@ spirit of ``numactl -H`` plus an ``lstopo`` digest (``table``), or as an NRT obj
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
+from dataclasses import replace
 
 from numalign.errors import InputError
 from numalign.inputs.cpulist import format_cpulist
@@ -29,8 +31,11 @@ def discover(
     nrt: str | None = None,
     numatopo: str | None = None,
     device_rules: str | None = None,
+    ask_kubelet: bool = True,
 ) -> Discovery:
-    """Discover from at most one source; none given = the live system (``/``)."""
+    """Discover from at most one source; none given = the live system (``/``). On the live
+    system (``/``), ``ask_kubelet``: the kubelet version is asked of the host's kubelet binary
+    (:func:`with_live_kubelet_version`)."""
     given = [s for s in (sysfs_root, hwloc_xml, hwloc_synthetic, nrt, numatopo) if s is not None]
     if len(given) > 1:
         raise InputError("give at most one source")
@@ -54,7 +59,23 @@ def discover(
         return Discovery(machine=m, warnings=["Numatopology has no memory, distances or devices"])
     from numalign.machine.sysfs import load_sysfs
 
-    return load_sysfs(sysfs_root or "/", rules)
+    found = load_sysfs(sysfs_root or "/", rules)
+    if ask_kubelet and os.path.realpath(sysfs_root or "/") == "/":
+        return with_live_kubelet_version(found)
+    return found
+
+
+def with_live_kubelet_version(found: Discovery) -> Discovery:
+    """``found`` (this host's discovery) with the version its kubelet binary prints as
+    ``kubelet.kubeletVersion`` (none when it gives none); the way it went in :attr:`notes`."""
+    from numalign.machine.kubelet_binary import ask_kubelet as ask
+
+    answer = ask()
+    machine = found.machine
+    if answer.version is not None:
+        machine = replace(machine, kubelet=replace(machine.kubelet,
+                                                   kubelet_version=answer.version))
+    return replace(found, machine=machine, notes=[*found.notes, answer.note])
 
 
 def render_discovery(d: Discovery, fmt: str) -> str:

@@ -24,6 +24,7 @@ Two forms. The **full form** lists everything; :func:`dump_machine` writes it an
       memoryManagerPolicy: Static
       reservedMemory: [{numaNode: 0, limits: {memory: 1Gi}}]
       featureGates: {SomeGate: true}
+      kubeletVersion: v1.33.4          # numalign's: the kubelet release (default: the newest)
 
 The **compact form** replaces ``numaNodes`` and ``cpus`` with a ``shape``::
 
@@ -70,9 +71,12 @@ when it starts, with its messages:
   an explicit extension). Other spellings numalign reads elsewhere (NRT's
   ``SingleNUMANodePodLevel``, Koordinator's ``Restricted``) are refused here;
 * ``topologyManagerScope``: ``container`` or ``pod`` (``""`` = ``container``);
-* ``topologyManagerPolicyOptions``: known options whose maturity's feature gate is on
-  (``featureGates: {TopologyManagerPolicyAlphaOptions: true}`` for alpha ones; beta ones are on
-  unless ``TopologyManagerPolicyBetaOptions: false``), see :mod:`numalign.engine.policies`;
+* ``topologyManagerPolicyOptions`` and ``cpuManagerPolicyOptions``: values here; names and
+  their feature gates for the node's kubelet release (``kubeletVersion``) when the node's
+  rules are resolved, before any decision (``modes/kubelet/releases.py``,
+  ``docs/kubelet-releases.md``);
+* ``kubeletVersion`` (not a KubeletConfiguration field): ``v1.33.4``, ``1.33``,
+  ``v1.34.4+k3s1`` (:mod:`numalign.machine.kubelet_version`);
 * ``evictionHard``: known signals, positive quantities or percentages (unset = the
   kubelet's default ``memory.available: 100Mi``); only ``memory.available`` changes anything
   (Node Allocatable memory);
@@ -103,7 +107,7 @@ from typing import Any
 import yaml
 
 from numalign.engine.bitmask import MAX_NUMA_ID
-from numalign.engine.policies import check_kubelet_policy, check_kubelet_scope, parse_options
+from numalign.engine.policies import check_kubelet_policy, check_kubelet_scope
 from numalign.errors import InputError, escape_newlines
 from numalign.inputs.cpulist import format_cpulist, parse_cpulist
 from numalign.inputs.documents import read_yaml
@@ -119,8 +123,8 @@ from numalign.inputs.quantity import (
 )
 from numalign.inputs.quantity import format_bytes as quantity_text
 from numalign.machine.allocatable import parse_eviction_hard, validate_reserved_memory
+from numalign.machine.kubelet_version import parse_kubelet_version
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
-from numalign.machine.node_annotations import parse_kubelet_cpu_policy
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 
@@ -568,10 +572,8 @@ def _load_kubelet(raw: object, nodes: Mapping[int, NumaNode]) -> KubeletConfig:
         kw["eviction_hard"] = eviction
     if doc.get("maxPods") is not None:
         kw["max_pods"] = _int(doc["maxPods"], "kubelet.maxPods", maximum=1 << 31)
-    parse_options(
-        kw.get("topology_manager_policy_options", {}), "kubelet.topologyManagerPolicyOptions",
-        kw.get("feature_gates", {}),
-    )
+    if doc.get("kubeletVersion") is not None:
+        kw["kubelet_version"] = parse_kubelet_version(doc["kubeletVersion"])
     return KubeletConfig(**kw)
 
 
@@ -695,7 +697,10 @@ def _load(data: object, source: str) -> Machine:
     labels = {str(k): _str(v, f"labels.{k}") for k, v in _mapping(doc.get("labels", {}), "labels").items()}
     annotations = {str(k): _str(v, f"annotations.{k}")
                    for k, v in _mapping(doc.get("annotations", {}), "annotations").items()}
-    parse_kubelet_cpu_policy(annotations)  # a malformed value is refused with the spec
+    if annotations:  # a malformed value is refused with the spec
+        from numalign.machine.node_annotations import parse_kubelet_cpu_policy
+
+        parse_kubelet_cpu_policy(annotations)
     machine = Machine(
         name=name,
         numa_nodes=tuple(nodes[n] for n in sorted(nodes)),
@@ -764,6 +769,8 @@ def _dump_kubelet(k: KubeletConfig) -> dict[str, Any]:
         out["evictionHard"] = dict(k.eviction_hard)
     if k.max_pods != KubeletConfig.max_pods:
         out["maxPods"] = k.max_pods
+    if k.kubelet_version:
+        out["kubeletVersion"] = str(k.kubelet_version)
     return out
 
 

@@ -79,6 +79,8 @@ class Discovery:
     machine: Machine
     warnings: list[str] = field(default_factory=list)
     pci: tuple[PciDevice, ...] = ()
+    #: what was found along the way that is no problem (``discover --verbose`` prints it)
+    notes: list[str] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------- reading

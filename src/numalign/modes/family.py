@@ -10,12 +10,13 @@ kubelet's settings into the node's :class:`~numalign.node.rules.NodeRules`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from numalign.engine.policies import Policy, PolicyOptions, Scope, TopologyPolicy
 from numalign.engine.scopes import Merge
 from numalign.machine.model import Machine
+from numalign.modes.kubelet.releases import ResolvedRelease, release_of
 from numalign.modes.rules import Mode, ModeRules
 from numalign.pods import Pod
 from numalign.resources.base import Provider
@@ -34,6 +35,8 @@ class NodePolicy:
     options: PolicyOptions
     #: KEP-693: the node applies each pod's own policy
     dynamic: bool
+    #: the kubelet release the node decides by, and how it is known
+    release: ResolvedRelease = field(default_factory=lambda: release_of(None))
 
 
 class ManagerStates(Protocol):

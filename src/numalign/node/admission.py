@@ -21,10 +21,10 @@ Provider order is the kubelet's: device manager, CPU manager, memory manager.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from numalign.engine.bitmask import ids_of
 from numalign.engine.policies import Policy, PolicyOptions, Scope, TopologyPolicy
@@ -33,7 +33,6 @@ from numalign.errors import AdmissionError, InputError
 from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
 from numalign.modes.registry import Mode
-from numalign.node.plan_cache import PlanCache, plan_key
 from numalign.node.predicates import Insufficient, fits
 from numalign.node.rules import DYNAMIC, AdmissionStep, resolve_rules
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
@@ -44,11 +43,16 @@ from numalign.resources.cpu import CpuManager
 from numalign.resources.devices import DeviceManager
 from numalign.resources.memory import MemoryManager
 
+if TYPE_CHECKING:
+    from numalign.node.plan_cache import PlanCache
+
 __all__ = ["DYNAMIC", "ContainerResult", "Node", "PodResult", "machine_fingerprint"]
 
 
 @dataclass(frozen=True)
 class ContainerResult:
+    """One container's admission: its merged hint, CPUs, memory and devices."""
+
     name: str
     affinity: int | None
     preferred: bool
@@ -62,6 +66,8 @@ class ContainerResult:
 
 @dataclass(frozen=True)
 class PodResult:
+    """One pod's admission: admitted or the rejection's reason, and its containers."""
+
     pod: Pod
     admitted: bool
     reason: str | None = None
@@ -69,6 +75,8 @@ class PodResult:
     policy: str = "none"
     scope: str = "container"
     containers: tuple[ContainerResult, ...] = ()
+    #: --explain: the node's kubelet release and what its hint providers would enumerate
+    kubelet: tuple[str, ...] = ()
     #: ``message`` is the node family's own words for a Topology Manager rejection
     #: (:meth:`~numalign.node.rules.NodeRules.rejection_message`: Koordinator's Filter status
     #: message), not the kubelet's
@@ -84,6 +92,9 @@ def machine_fingerprint(machine: Machine) -> str:
         "cpus": [[c.id, c.core, c.socket, c.numa] for c in machine.cpus],
         "devices": [[d.resource, d.id, list(d.numa)] for d in machine.devices],
     }
+    import hashlib
+    import json
+
     digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
     return f"{machine.name}:{digest}"
 
@@ -120,6 +131,20 @@ class Node:
     def mode(self) -> Mode:
         """The engine mode this node decides by (its label, or a scheduler profile's)."""
         return self.rules.mode
+
+    def with_machine(self, machine: Machine) -> Node:
+        """This node - its state, reserved CPUs and node-level figures - over ``machine``, which
+        differs from :attr:`machine` in its kubelet section only (another kubelet release: the
+        extender's Node objects). The rules are resolved anew, in this node's engine mode; a
+        kubelet that would not start with it raises :class:`InputError`."""
+        twin = copy.copy(self)
+        twin.machine = machine
+        twin.rules = resolve_rules(machine, self.rules.mode)
+        twin._policies = {}
+        twin._policy(twin.node_policy)
+        twin.plan_cache = None  # its admissions were made under the other rules
+        twin.notes = []
+        return twin
 
     def use_mode(self, mode: Mode | None) -> None:
         """Decide by ``mode``'s rules from now on (a scheduler profile that decides every
@@ -201,6 +226,12 @@ class Node:
         The scheduler "assumes" with this: a plan made on the current state and committed
         with :meth:`commit` is exactly what the node's own admission produces.
         """
+        result, planned = self._plan_chain(pod, explain)
+        if explain:
+            result = replace(result, kubelet=tuple(self.rules.release_notes(self.machine, pod)))
+        return result, planned
+
+    def _plan_chain(self, pod: Pod, explain: bool) -> tuple[PodResult, NodeState | None]:
         policy, scope = self.policy_for(pod)
         pol, sc = policy.policy.value, scope.value
         if pod.uid in self.state.pods or any(p.key == pod.key for p in self.state.pods.values()):
@@ -237,6 +268,7 @@ class Node:
         cache = None if explain else self.plan_cache
         if cache is None:
             return self._plan(pod, policy, scope, requests, explain)
+        from numalign.node.plan_cache import PlanCache, plan_key  # a cluster's nodes only
         key = plan_key(self.machine, self.mode, self.state, pod)
         hit = cache.get(key)
         if hit is not None:

@@ -1,7 +1,8 @@
-"""The kubelet's predicate admission: does the pod fit the node at all (before topology)?
+"""The kubelet's predicate admission: does the pod fit the node at all?
 
 The kubelet admits a pod in two steps; numalign's :class:`~numalign.node.admission.Node`
-runs both, in the kubelet's order. This module is the first: the ``predicateAdmitHandler``
+runs both, in the kubelet's order (``node/rules.py`` ``ADMISSION_CHAIN``). This module is the
+second, after the Topology Manager's resource allocation handler: the ``predicateAdmitHandler``
 (``pkg/kubelet/lifecycle/predicate.go``), whose resource part is the scheduler's
 ``NodeResourcesFit`` ``fitsRequest`` (``pkg/scheduler/framework/plugins/noderesources/fit.go``)
 over the node's allocatable (:func:`numalign.machine.allocatable.node_allocatable`) and the

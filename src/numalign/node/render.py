@@ -73,6 +73,7 @@ def pod_doc(r: PodResult) -> dict[str, Any]:
         "policy": r.policy,
         "scope": r.scope,
         "containers": [container_doc(c) for c in r.containers],
+        **({"kubelet": list(r.kubelet)} if r.kubelet else {}),
     }
 
 
@@ -104,6 +105,10 @@ def results_table(results: list[PodResult]) -> str:
         if not r.admitted:
             lines.append(f"{r.pod.key}: {r.reason}: {r.message}")
     lines.append("(* = merged hint not preferred; policy " + ", ".join(sorted({f'{r.policy}/{r.scope}' for r in results})) + ")")
+    for r in results:
+        if r.kubelet:
+            lines.append(f"kubelet ({r.pod.key}): " + "; ".join(r.kubelet[:1]))
+            lines.extend(f"  {line}" for line in r.kubelet[1:])
     explained = [(r, c) for r in results for c in r.containers if c.explain is not None]
     if explained:
         lines.append("")

@@ -22,16 +22,23 @@ from enum import StrEnum
 
 from numalign.engine.policies import (
     Policy,
-    PolicyOptions,
     Scope,
     TopologyPolicy,
-    parse_options,
     parse_policy,
     parse_scope,
 )
 from numalign.engine.scopes import Merge
+from numalign.errors import InputError
+from numalign.machine.kubelet_version import KubeletVersion
 from numalign.machine.model import Machine
 from numalign.modes.family import FamilyNode, ManagerStates, NodePolicy
+from numalign.modes.kubelet.release_explain import release_notes
+from numalign.modes.kubelet.releases import (
+    KubeletRelease,
+    ResolvedRelease,
+    check_startup,
+    release_of,
+)
 from numalign.modes.registry import Family, Mode, family_of
 from numalign.pods import Pod
 from numalign.resources.base import Provider
@@ -53,7 +60,13 @@ class AdmissionStep(StrEnum):
 #: the kubelet's order: ``pkg/kubelet/kubelet.go`` adds
 #: ``containerManager.GetAllocateResourcesPodAdmitHandler()`` before
 #: ``lifecycle.NewPredicateAdmitHandler(...)`` and ``canAdmitPod`` stops at the first rejection
+#: (the same in every modelled release: ``KubeletRelease.admission_chain``)
 ADMISSION_CHAIN = (AdmissionStep.TOPOLOGY_MANAGER, AdmissionStep.PREDICATES)
+
+
+def admission_chain(release: KubeletRelease) -> tuple[AdmissionStep, ...]:
+    """The admit handlers of ``release`` as numalign runs them."""
+    return tuple(AdmissionStep(step) for step in release.admission_chain)
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,24 @@ class NodeRules:
     @property
     def dynamic(self) -> bool:
         return self.node.dynamic
+
+    @property
+    def release(self) -> ResolvedRelease:
+        """The kubelet release this node decides by, and how numalign knows it."""
+        return self.node.release
+
+    def decides_as(self, version: KubeletVersion | None) -> bool:
+        """Whether a node given ``version`` (None: none) instead of its own would decide by
+        the same release row as these rules (an unmodelled version: False)."""
+        try:
+            return release_of(version).release is self.node.release.release
+        except InputError:
+            return False
+
+    def release_notes(self, machine: Machine, pod: Pod) -> list[str]:
+        """``--explain``: the node's kubelet release, and the NUMA masks its hint providers
+        would enumerate for ``pod`` (``modes/kubelet/release_explain.py``)."""
+        return release_notes(self.node.release, machine, pod)
 
     @property
     def kubelet_only(self) -> bool:
@@ -98,20 +129,19 @@ class NodeRules:
 
 
 def node_policy(machine: Machine) -> NodePolicy:
-    """The Topology Manager settings of ``machine``'s kubelet section, checked as the kubelet
-    checks them at start-up (policy and scope names, options behind their gates)."""
+    """The Topology Manager settings of ``machine``'s kubelet section, checked as the node's
+    kubelet release checks them at start-up (policy and scope names, locked feature gates,
+    options behind their gates, ``modes/kubelet/releases.py``)."""
     kc = machine.kubelet
     dynamic = kc.topology_manager_policy == DYNAMIC
-    options: PolicyOptions = parse_options(
-        dict(kc.topology_manager_policy_options), "kubelet.topologyManagerPolicyOptions",
-        kc.feature_gates,
-    )
+    release = release_of(kc.kubelet_version)
+    options = check_startup(kc, release.release)
     if dynamic:
         policy, implied = Policy.NONE, None
     else:
         policy, implied = parse_policy(kc.topology_manager_policy, "kubelet.topologyManagerPolicy")
     scope = implied or parse_scope(kc.topology_manager_scope, "kubelet.topologyManagerScope")
-    return NodePolicy(policy, scope, options, dynamic)
+    return NodePolicy(policy, scope, options, dynamic, release)
 
 
 def resolve_rules(machine: Machine, mode: Mode | None = None, node: NodePolicy | None = None) -> NodeRules:
@@ -119,7 +149,8 @@ def resolve_rules(machine: Machine, mode: Mode | None = None, node: NodePolicy |
     ``node``: its kubelet settings when already resolved)."""
     settings = node if node is not None else node_policy(machine)
     family = family_of(machine.labels, mode)
-    return NodeRules(family.mode, family, settings, family.resolve(machine, settings))
+    return NodeRules(family.mode, family, settings, family.resolve(machine, settings),
+                     admission_chain(settings.release.release))
 
 
 __all__ = [
@@ -127,6 +158,7 @@ __all__ = [
     "DYNAMIC",
     "AdmissionStep",
     "NodeRules",
+    "admission_chain",
     "node_policy",
     "resolve_rules",
 ]

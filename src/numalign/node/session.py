@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from numalign.errors import InputError, StateError
 from numalign.machine.model import Machine
 from numalign.machine.spec import dump_machine, load_machine
-from numalign.node import store
 from numalign.node.admission import Node, machine_fingerprint
 from numalign.node.state import NodeState
 from numalign.node.usage import PodUsage, pod_usage
 from numalign.resources.memory import MemoryManager
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 @contextlib.contextmanager
@@ -29,7 +30,6 @@ def node_session(
     write: bool = True,
     kubelet_state: str | None = None,
     reconcile: bool = False,
-    lock_timeout: float | None = store.DEFAULT_LOCK_TIMEOUT,
 ) -> Iterator[Node]:
     """Yield a :class:`Node`; with a state directory, persist its state on clean exit.
 
@@ -48,7 +48,9 @@ def node_session(
         _start_from_kubelet(node, kubelet_state)
         yield node
         return
-    with store.locked(state_dir, timeout=lock_timeout):
+    from numalign.node import store  # file locking and atomic writes: with a state directory only
+
+    with store.locked(state_dir):
         expected = machine_fingerprint(machine) if machine is not None and not reconcile else None
         payload = store.load(state_dir, expected)
         path = state_dir / store.STATE_FILE
@@ -71,6 +73,8 @@ def node_session(
 def _start_from_kubelet(node: Node, kubelet_state: str | None) -> None:
     if kubelet_state is None:
         return
+    from pathlib import Path
+
     from numalign.node.kubelet_import import import_kubelet_state
 
     if node.state.pods:

@@ -90,6 +90,8 @@ class ContainerUsage:
 
 @dataclass(frozen=True)
 class PodUsage:
+    """What one admitted pod holds: its containers' CPUs, memory blocks and devices."""
+
     uid: str
     record: PodRecord
     containers: tuple[ContainerUsage, ...]
@@ -180,6 +182,8 @@ def cpus_numa_nodes(machine: Machine, cpus: Iterable[int]) -> frozenset[int]:
 
 @dataclass
 class ZoneAmounts:
+    """One NUMA node's capacity, allocatable and available amounts per resource."""
+
     capacity: dict[str, int] = field(default_factory=dict)
     allocatable: dict[str, int] = field(default_factory=dict)
     available: dict[str, int] = field(default_factory=dict)
@@ -284,6 +288,41 @@ def _numa_amounts(m: Machine, st: NodeState, reserved: frozenset[int]) -> dict[i
             if (d.resource, d.id) not in taken:
                 zone.available[d.resource] += 1
     return out
+
+
+def numa_available(node: NodeView, resource: str) -> tuple[bool, list[int]]:
+    """For ``cpu`` or a device resource: whether some NUMA node has it allocatable, and per
+    NUMA node (in ``machine.node_ids`` order) its available amount - the ``allocatable`` and
+    ``available`` of :func:`numa_amounts` for this one resource, without the others' (the
+    simulator samples them on every node)."""
+    m, st, reserved = node.machine, node.state, node.reserved_cpus
+    if resource == CPU:
+        assigned = st.cpu.assigned_cpus()
+        allocatable = False
+        available = []
+        for i in m.node_ids:
+            free = m.cpus_by_numa.get(i, frozenset()) - reserved
+            allocatable = allocatable or bool(free)
+            available.append(len(free - assigned))
+        return allocatable, available
+    if is_memory_resource(resource):
+        raise ValueError(f"numa_available: {resource} is not cpu or a device resource")
+    slot = {nid: k for k, nid in enumerate(m.node_ids)}
+    out = [0] * len(slot)
+    allocatable = False
+    taken: frozenset[tuple[str, str]] | None = None  # read once a device needs it
+    for d in m.devices:
+        if d.resource != resource or not d.numa or not d.healthy:
+            continue
+        k = slot.get(d.numa[0])  # a device counts on its first NUMA node
+        if k is None:
+            continue
+        allocatable = True
+        if taken is None:
+            taken = st.devices.taken()
+        if (d.resource, d.id) not in taken:
+            out[k] += 1
+    return allocatable, out
 
 
 def numa_memory_held(node: NodeView) -> dict[int, dict[str, int]]:

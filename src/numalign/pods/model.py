@@ -47,25 +47,20 @@ quantities.
 
 from __future__ import annotations
 
-import difflib
-import uuid
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from numalign.errors import InputError, escape_newlines
 from numalign.inputs.documents import read_yaml_documents
 from numalign.inputs.quantity import cpu_millis, is_hugepages_resource, parse_quantity, quantity_int
-from numalign.pods.annotations import (
-    OwnPolicy,
-    PodNumaSpec,
-    ResourceSpec,
-    numa_spec,
-    own_policy,
-    parse_resource_spec,
-)
+
+if TYPE_CHECKING:
+    from numalign.pods.annotations import OwnPolicy, PodNumaSpec, ResourceSpec
 
 
 class QOSClass(StrEnum):
@@ -82,6 +77,8 @@ class ContainerKind(StrEnum):
 
 @dataclass(frozen=True)
 class Container:
+    """One container (app, init or sidecar) with its effective requests and limits."""
+
     name: str
     kind: ContainerKind
     requests: Mapping[str, int] = field(default_factory=dict)
@@ -94,6 +91,8 @@ class Container:
 
 @dataclass(frozen=True)
 class Pod:
+    """A pod as the engine sees it: identity, QoS class, containers and topology fields."""
+
     namespace: str
     name: str
     uid: str
@@ -122,22 +121,29 @@ class Pod:
             ),
         )
 
-    # -- the pod's own topology requests, decoded once when first asked (pods.annotations)
+    # -- the pod's own topology requests, decoded once when first asked (pods.annotations,
+    # loaded then: a kubelet node never asks)
 
     @cached_property
     def own_policy(self) -> OwnPolicy:
         """The policy the pod asks for (KEP-693 field, Volcano or Koordinator annotation), or
         None: what a ``dynamic`` node applies."""
+        from numalign.pods.annotations import own_policy
+
         return own_policy(self.topology_policy, self.annotations, self.key)
 
     @cached_property
     def koordinator_numa_spec(self) -> PodNumaSpec:
         """Koordinator's ``numa-topology-spec`` (policy, single-NUMA exclusivity)."""
+        from numalign.pods.annotations import numa_spec
+
         return numa_spec(self.annotations, self.key)
 
     @cached_property
     def koordinator_resource_spec(self) -> ResourceSpec:
         """Koordinator's ``resource-spec`` (CPU bind and exclusive policies)."""
+        from numalign.pods.annotations import parse_resource_spec
+
         return parse_resource_spec(self.annotations, f"{self.key}: metadata.annotations")
 
     @cached_property
@@ -311,6 +317,8 @@ def _known(doc: Mapping[str, object], allowed: frozenset[str], path: str, strict
         return
     for key in doc:
         if key not in allowed:
+            import difflib  # an error's suggestion only
+
             near = difflib.get_close_matches(key, sorted(allowed), n=1)
             hint = f' (did you mean "{near[0]}"?)' if near else ""
             where = f"{path}.{key}" if path else key
@@ -321,9 +329,21 @@ _POD_KINDS = ("Pod",)
 _LIST_KINDS = ("List", "PodList")
 
 
+#: ``uuid.NAMESPACE_URL`` (RFC 4122, appendix C) as bytes
+_NAMESPACE_URL = bytes.fromhex("6ba7b8119dad11d180b400c04fd430c8")
+
+
 def default_uid(namespace: str, name: str) -> str:
-    """The uid of a pod manifest without ``metadata.uid``: deterministic in namespace/name."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"numalign:pod:{namespace}/{name}"))
+    """The uid of a pod manifest without ``metadata.uid``: deterministic in namespace/name,
+    ``uuid.uuid5(uuid.NAMESPACE_URL, "numalign:pod:<namespace>/<name>")`` (RFC 4122 version 5:
+    SHA-1 of the namespace and the name, version and variant bits set), computed here because
+    the :mod:`uuid` module costs every ``numalign`` command start-up time (it imports
+    :mod:`platform`)."""
+    raw = bytearray(hashlib.sha1(_NAMESPACE_URL + f"numalign:pod:{namespace}/{name}".encode()).digest()[:16])
+    raw[6] = raw[6] & 0x0F | 0x50  # version 5
+    raw[8] = raw[8] & 0x3F | 0x80  # variant RFC 4122
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _is_native(resource: str) -> bool:

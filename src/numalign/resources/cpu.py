@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from numalign.engine.bitmask import ids_of, mask_of
 from numalign.engine.hints import Demand, GeneratedHints, ProviderHints, TopologyHint
+from numalign.engine.policies import OptionLevels
 from numalign.errors import (
     InputError,
     SMTAlignmentError,
@@ -85,6 +86,12 @@ STABLE_OPTIONS = frozenset({FULL_PCPUS_ONLY})
 
 ALPHA_GATE = "CPUManagerPolicyAlphaOptions"  # default off
 BETA_GATE = "CPUManagerPolicyBetaOptions"  # default on
+#: the newest release's sets; a kubelet release passes its own (``modes/kubelet/releases.py``)
+NEWEST_LEVELS = OptionLevels(ALPHA_OPTIONS, BETA_OPTIONS, STABLE_OPTIONS, "CPU Manager Policy",
+                             ALPHA_GATE, BETA_GATE)
+#: every option any modelled release knows, with both gates on: what a manager parses after the
+#: node's release checked names and gates at start-up (``node/rules.py``)
+_STARTED = {ALPHA_GATE: True, BETA_GATE: True}
 
 
 # --------------------------------------------------------------------------------------------
@@ -117,28 +124,23 @@ _FIELD = "kubelet.cpuManagerPolicyOptions"
 
 
 def parse_static_policy_options(
-    options: Mapping[str, str], feature_gates: Mapping[str, bool] | None = None
+    options: Mapping[str, str],
+    feature_gates: Mapping[str, bool] | None = None,
+    levels: OptionLevels | None = None,
 ) -> StaticPolicyOptions:
-    """kubelet ``NewStaticPolicyOptions``: names, feature gates, values, incompatible pairs.
+    """kubelet ``NewStaticPolicyOptions``: names, feature gates, values, incompatible pairs;
+    ``levels``: the kubelet release's option sets (default the newest).
 
     Options are checked in sorted name order (the kubelet walks a Go map, in random order;
     only which error is reported first can differ).
     """
-    gates = feature_gates or {}
+    gates = {ALPHA_GATE: False, BETA_GATE: True, **(feature_gates or {})}
     values: dict[str, bool] = {}
     for name in sorted(options):
-        if name not in ALPHA_OPTIONS | BETA_OPTIONS | STABLE_OPTIONS:
-            raise InputError(f'unknown CPU Manager Policy option: "{name}"', _FIELD)
-        if name in ALPHA_OPTIONS and not gates.get(ALPHA_GATE, False):
-            raise InputError(
-                f'CPU Manager Policy Alpha-level Options not enabled, but option "{name}" provided',
-                _FIELD,
-            )
-        if name in BETA_OPTIONS and not gates.get(BETA_GATE, True):
-            raise InputError(
-                f'CPU Manager Policy Beta-level Options not enabled, but option "{name}" provided',
-                _FIELD,
-            )
+        try:
+            (levels or NEWEST_LEVELS).check(name, gates)
+        except InputError as e:
+            raise InputError(e.problem, _FIELD) from None
         raw = options[name]
         try:
             values[_FIELDS[name]] = goparse.parse_bool(str(raw))
@@ -200,7 +202,8 @@ def _policy_name(machine: Machine) -> str:
 
 def _options_of(machine: Machine, topo: CpuTopology) -> StaticPolicyOptions:
     cfg = machine.kubelet
-    opts = parse_static_policy_options(cfg.cpu_manager_policy_options, cfg.feature_gates)
+    # names and gates were checked for the node's kubelet release when its rules were resolved
+    opts = parse_static_policy_options(cfg.cpu_manager_policy_options, _STARTED)
     _validate_options(opts, topo, cfg.topology_manager_policy)
     return opts
 

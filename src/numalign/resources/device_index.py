@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from numalign.engine.bitmask import mask_of
 from numalign.machine.model import Device, Machine
 
-__all__ = ["EMPTY_INDEX", "ResourceIndex", "device_sort_key", "machine_index", "mask_items"]
+__all__ = ["EMPTY_INDEX", "ResourceIndex", "device_sort_key", "machine_index", "mask_items",
+           "share_index"]
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -102,3 +103,11 @@ def machine_index(machine: Machine) -> dict[str, ResourceIndex]:
             per.setdefault(d.resource, []).append(d)
         got = machine.__dict__[_INDEX_ATTR] = {r: ResourceIndex.of(ds) for r, ds in per.items()}
     return got
+
+
+def share_index(source: Machine, target: Machine) -> None:
+    """Give ``target``, which has ``source``'s devices (the same machine with another kubelet
+    section), ``source``'s index instead of making its own."""
+    if target.devices is not source.devices and target.devices != source.devices:
+        raise ValueError("share_index: the machines' devices differ")
+    target.__dict__[_INDEX_ATTR] = machine_index(source)

@@ -15,7 +15,12 @@ Behaviour follows ``pkg/kubelet/cm/devicemanager/topology_hints.go`` and ``manag
   node touches it and (reusable devices with a NUMA node) + (available devices touching it)
   >= request; preferred iff its popcount equals the smallest mask touching at least
   ``request`` devices of the resource, healthy or not. Both conditions are monotone, so the
-  hints are a :class:`~numalign.engine.hints.GeneratedHints` over all NUMA nodes.
+  hints are a :class:`~numalign.engine.hints.GeneratedHints` over the NUMA nodes the masks are
+  made of: every NUMA node of the machine (kubelet <= 1.35), or with ``device_numa_only`` the
+  NUMA nodes of the resource's registered devices, every node when they report none (1.36,
+  kubernetes#138244 ``deviceNUMANodes``). ``minAffinitySize`` starts at the number of those
+  nodes. The preferred hints are the same either way; 1.36 drops the non-preferred masks that
+  hold a NUMA node without devices of the resource.
 
 Allocation (``devicesToAllocate`` + ``filterByAffinity``) takes, per resource: the reusable
 init-container devices first, then devices with a NUMA node in the hint, then devices whose
@@ -300,10 +305,13 @@ class DeviceManager:
         self,
         machine: Machine,
         state: DeviceState | None = None,
+        device_numa_only: bool = False,
     ) -> None:
         self.machine = machine
         self.state = state if state is not None else DeviceState()
         self._index = machine_index(machine)
+        #: hints over the NUMA nodes of the resource's devices (kubernetes#138244, 1.36)
+        self.device_numa_only = device_numa_only
 
     def validate_state(self, kinds: Mapping[str, Mapping[str, str]] | None = None) -> None:
         """A loaded state must name devices the machine has, and no device may be held by two
@@ -359,12 +367,25 @@ class DeviceManager:
         ix = self._ix(resource)
         mask = ix.mask.get
         return _hints_of(
-            self.machine.node_ids,
+            self.hint_nodes(resource),
             ix.all_items,
             mask_items(map(mask, available)),
             [m for m in map(mask, reusable) if m],
             request,
         )
+
+    def hint_nodes(self, resource: str) -> tuple[int, ...]:
+        """The NUMA nodes this kubelet enumerates masks over for ``resource``'s hints: the
+        machine's, or (``device_numa_only``) those of the resource's registered devices that the
+        machine has, the machine's when there are none (kubelet ``deviceNUMANodes``)."""
+        nodes = self.machine.node_ids
+        if not self.device_numa_only:
+            return nodes
+        held = 0
+        for m, _ in self._ix(resource).all_items:
+            held |= m
+        own = tuple(n for n in nodes if held >> n & 1)
+        return own or nodes
 
     # -- hints ---------------------------------------------------------------------------
 

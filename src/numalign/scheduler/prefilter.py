@@ -365,6 +365,13 @@ class NumaPrefilter:
         self._thresholds_of[shape] = out
         return out
 
+    def never_passes(self, pod: Pod) -> bool:
+        """True when no node passes for ``pod`` whatever its state: every machine group's
+        conditions are impossible (e.g. a request no single NUMA node holds on
+        ``single-numa-node`` nodes). Cached per pod shape, like :meth:`_thresholds`."""
+        possible = self._thresholds(pod).possible
+        return possible is not None and not bool(possible.any())
+
     def passing(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """For each candidate node index, False if the node certainly rejects ``pod`` (the
         same answer as :meth:`passing_reference`, from the per-shape thresholds)."""

@@ -223,6 +223,15 @@ class Scheduler:
             pick, why, checks = p.relative_select(self, pod, vec)
             at = None if pick is None else Placement(pick[0], c.nodes[pick[0]].name, pick[1], pick[2])
             return at, why, checks
+        if self.prefilter is not None and self.prefilter.never_passes(pod):
+            # no node of any machine can hold the pod's NUMA-bound requests, whatever its
+            # state: the walk would look at every node and find none (the round-robin start
+            # stays where it is after a walk over all nodes)
+            if not relative and self.nodes_to_score < len(c.nodes):  # as that walk leaves it
+                self._scan_per_found = len(c.nodes) / self.nodes_to_score
+            if not bool(c.fits(vec).any()):
+                return None, "Insufficient resources (NodeResourcesFit)", 0
+            return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
         idx, fitting = self._sample(pod, vec) if not relative else self._all_feasible(pod, vec)
         if idx.size == 0:
             if not fitting:

@@ -13,6 +13,7 @@ A template is a YAML (or JSON) document::
         kubelet:                       # optional: overrides keys of the machine's kubelet
           topologyManagerPolicy: restricted
           topologyManagerScope: pod
+        kubeletVersion: v1.30.2        # optional: this group's kubelet release (= kubelet.kubeletVersion)
         labels:                        # optional: node labels, over the machine spec's own
           numalign.io/engine-mode: koordinator
           node.koordinator.sh/numa-topology-policy: SingleNUMANode
@@ -22,7 +23,9 @@ A template is a YAML (or JSON) document::
 
 Machine specs are read with :func:`numalign.machine.spec.load_machine` (see that module for
 the forms). ``kubelet`` in a node entry is merged key by key over the machine spec's own
-``kubelet`` section, so one machine file can serve several kubelet configurations. Node
+``kubelet`` section, so one machine file can serve several kubelet configurations;
+``kubeletVersion`` gives the group's kubelet release (``docs/kubelet-releases.md``), so half a
+cluster on v1.30 and half on the newest release simulates an upgrade. Node
 names are ``<namePrefix>-<i>``, ``i`` zero-padded to the width of ``count - 1``; names must be
 unique across entries.
 
@@ -48,7 +51,8 @@ from numalign.machine.spec import load_machine
 NodeList = list[tuple[str, Machine]]
 
 _TOP_KEYS = ("nodes", "name", "description")
-_ENTRY_KEYS = ("machine", "count", "namePrefix", "kubelet", "labels", "annotations")
+_ENTRY_KEYS = ("machine", "count", "namePrefix", "kubelet", "kubeletVersion", "labels",
+               "annotations")
 _MAX_NODES = 100_000
 
 
@@ -135,6 +139,12 @@ def load_cluster(
             if not isinstance(kubelet, Mapping):
                 raise err(f"expected a mapping, got {type(kubelet).__name__}", f"{at}.kubelet")
             doc = _merge_kubelet(doc, kubelet)
+        version = entry.get("kubeletVersion")
+        if version is not None:
+            if not isinstance(version, str):
+                raise err(f"expected a version such as v1.33.4, got {version!r}",
+                          f"{at}.kubeletVersion")
+            doc = _merge_kubelet(doc, {"kubeletVersion": version})
         for meta in ("labels", "annotations"):
             extra = entry.get(meta)
             if extra is not None:

@@ -115,6 +115,8 @@ class ProfileMetrics:
     fragmentation: dict[str, list[Point]] = field(default_factory=dict)
     placed: list[PlacedPod] = field(default_factory=list)
     keep_placements: bool = False
+    #: per kubelet release of the node: scheduled, aligned and each rejection reason
+    by_release: dict[str, Counter[str]] = field(default_factory=dict)
 
     @property
     def topology_affinity_errors(self) -> int:
@@ -246,9 +248,10 @@ class MetricsRecorder:
         node: str | None = None,
         latency_s: float | None = None,
         numa_nodes: int | None = None,
+        release: str | None = None,
     ) -> None:
         """A pod bound and admitted. ``numa_nodes`` defaults to the size of the union of the
-        containers' NUMA masks (0 when none has one)."""
+        containers' NUMA masks (0 when none has one); ``release``: the node's kubelet release."""
         m = self.profile(profile)
         m.scheduled += 1
         if aligned:
@@ -259,6 +262,11 @@ class MetricsRecorder:
                 if c.numa is not None:
                     union |= c.numa
             numa_nodes = union.bit_count()
+        if release:
+            counts = m.by_release.setdefault(release, Counter())
+            counts["scheduled"] += 1
+            counts["aligned"] += int(aligned)
+            counts[f"numa_nodes_{numa_nodes}"] += 1
         m.numa_nodes_used[numa_nodes] += 1
         self._leave_pending(m, time_s, pod)
         if latency_s is not None:
@@ -274,10 +282,13 @@ class MetricsRecorder:
         reason: str = TOPOLOGY_AFFINITY_ERROR,
         *,
         latency_s: float | None = None,
+        release: str | None = None,
     ) -> None:
         """A pod bound to a node whose admission refused it (the kubelet's ``reason``)."""
         m = self.profile(profile)
         m.rejections[reason] += 1
+        if release:
+            m.by_release.setdefault(release, Counter())[reason] += 1
         if reason == TOPOLOGY_AFFINITY_ERROR:
             m.errors.append((time_s, float(m.topology_affinity_errors)))
         self._leave_pending(m, time_s, pod)
@@ -377,6 +388,7 @@ class MetricsRecorder:
             "numa_nodes_used": {str(k): v for k, v in sorted(m.numa_nodes_used.items())},
             "utilisation": _series_stats(m.utilisation),
             "fragmentation": _series_stats(m.fragmentation),
+            "by_kubelet_release": {r: dict(sorted(c.items())) for r, c in sorted(m.by_release.items())},
         }
 
     def summary(self, **extra: Any) -> dict[str, Any]:

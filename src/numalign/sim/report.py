@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from numalign.sim.metrics import Point, ProfileSeries
+from numalign.sim.release_summary import release_lines
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -169,11 +170,18 @@ _TIME_FIG_WIDTH = 8.5
 _MARGIN_LEFT, _MARGIN_RIGHT, _MARGIN_TOP, _MARGIN_BOTTOM = 0.9, 0.25, 0.8, 0.6
 
 
-def _time_figure(rows: int, row_height: float = 2.4) -> tuple[Figure, Any]:
-    import matplotlib.pyplot as plt
+def _figure(**kwargs: Any) -> Figure:
+    """A figure drawn by the Agg renderer, without :mod:`matplotlib.pyplot` (its import, its
+    figure manager and backend selection cost the report a second of start-up)."""
+    from matplotlib.figure import Figure
 
+    return Figure(**kwargs)
+
+
+def _time_figure(rows: int, row_height: float = 2.4) -> tuple[Figure, Any]:
     height = row_height * rows + _MARGIN_TOP + _MARGIN_BOTTOM
-    fig, axes = plt.subplots(rows, 1, figsize=(_TIME_FIG_WIDTH, height), sharex=True, squeeze=False)
+    fig = _figure(figsize=(_TIME_FIG_WIDTH, height))
+    axes = fig.subplots(rows, 1, sharex=True, squeeze=False)
     fig.subplots_adjust(
         left=_MARGIN_LEFT / _TIME_FIG_WIDTH,
         right=1 - _MARGIN_RIGHT / _TIME_FIG_WIDTH,
@@ -222,9 +230,6 @@ def _png(fig: Figure, *, tight: bool = True) -> str:
     """The figure as base64 PNG; ``tight=False`` keeps the figure's own size and margins."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight" if tight else None)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -340,8 +345,6 @@ def _numa_label(k: int) -> str:
 
 
 def figure_alignment(summary: Mapping[str, Any]) -> Figure:
-    import matplotlib.pyplot as plt
-
     profiles: Mapping[str, Any] = summary.get("profiles", {})
     counts = {
         name: {int(k): int(v) for k, v in (p.get("numa_nodes_used") or {}).items()}
@@ -349,7 +352,8 @@ def figure_alignment(summary: Mapping[str, Any]) -> Figure:
     }
     keys = sorted({k for c in counts.values() for k in c}, key=lambda k: (k == 0, k))
     colors = _colors(list(profiles))
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
+    fig = _figure(figsize=(10, 3.8))
+    ax, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
     n = max(1, len(profiles))
     width = 0.8 / n
     for i, name in enumerate(profiles):
@@ -379,7 +383,7 @@ def figure_alignment(summary: Mapping[str, Any]) -> Figure:
 
 
 def figure_heatmaps(heatmaps: Sequence[NumaHeatmap], t_end: float | None = None) -> Figure:
-    import matplotlib.pyplot as plt
+    import matplotlib
     import numpy as np
 
     n = len(heatmaps)
@@ -388,14 +392,9 @@ def figure_heatmaps(heatmaps: Sequence[NumaHeatmap], t_end: float | None = None)
     # panels sized so that the whole figure stays near the page width (text keeps its size)
     width = max(3.0, 0.62 * max(len(h.resources) for h in heatmaps) + 1.2)
     height = max(2.2, 0.5 * max(len(h.numa_nodes) for h in heatmaps) + 1.3)
-    fig, axes = plt.subplots(
-        rows,
-        cols,
-        figsize=(width * cols + 0.8, height * rows),
-        squeeze=False,
-        layout="constrained",
-    )
-    cmap = plt.get_cmap("YlOrRd").with_extremes(bad="#eeeeee")
+    fig = _figure(figsize=(width * cols + 0.8, height * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    cmap = matplotlib.colormaps["YlOrRd"].with_extremes(bad="#eeeeee")
     image = None
     for k, ax in enumerate(axes.flat):
         if k >= n:
@@ -534,11 +533,13 @@ def cluster_overview(nodes: Sequence[tuple[str, Machine]], source: str) -> dict[
     ``groups`` (nodes of one machine type and kubelet configuration: ``count``, ``machine``,
     ``hardware``, ``topology_manager``, ``cpu_manager``, ``memory_manager``, ``example``) and a
     one-line ``description``."""
-    groups: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+    groups: dict[tuple[str, str, str, str, str, str], dict[str, Any]] = {}
     for name, m in nodes:
         k = m.kubelet
         tm = f"{k.topology_manager_policy} (scope {k.topology_manager_scope})"
-        key = (m.name, _machine_hardware(m), tm, k.cpu_manager_policy, k.memory_manager_policy)
+        version = str(k.kubelet_version) if k.kubelet_version else "newest modelled"
+        key = (m.name, _machine_hardware(m), tm, k.cpu_manager_policy, k.memory_manager_policy,
+               version)
         g = groups.get(key)
         if g is None:
             groups[key] = {
@@ -548,6 +549,7 @@ def cluster_overview(nodes: Sequence[tuple[str, Machine]], source: str) -> dict[
                 "topology_manager": tm,
                 "cpu_manager": k.cpu_manager_policy,
                 "memory_manager": k.memory_manager_policy,
+                "kubelet_version": version,
                 "example": name,
             }
         else:
@@ -657,7 +659,7 @@ def format_summary_table(summary: Mapping[str, Any]) -> str:
     out += [line(r) for r in rows]
     if not rows:
         out.append("(no profiles)")
-    return "\n".join(out)
+    return "\n".join(out + release_lines(summary))
 
 
 _LEGEND_WIDTH = 96

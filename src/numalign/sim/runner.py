@@ -43,7 +43,7 @@ from numalign.engine.policies import Scope
 from numalign.errors import InputError
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
-from numalign.node.usage import fewest_numa_nodes, numa_amounts, pod_usage
+from numalign.node.usage import fewest_numa_nodes, numa_amounts, numa_available, pod_usage
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.profiles import PROFILES, get_profile
@@ -111,6 +111,9 @@ class _Run:
         self.best_util = -1.0
         self.heatmap: NumaHeatmap | None = None
         self.retries: dict[str, int] = {}
+        #: per node: (its version, per sampled resource (allocatable anywhere, free in all, free
+        #: on its fullest-free NUMA node)) when last sampled: unchanged nodes are not read again
+        self._frag: list[tuple[int, tuple[tuple[bool, int, int], ...]] | None] = [None] * len(self.cluster.nodes)
         cols = self.cluster.col
         self.cpu_col = cols["cpu"]
         self.gpu_col = cols.get(GPU)
@@ -161,7 +164,8 @@ class _Run:
             containers, used = _placement(node, pod)
             aligned = used <= max(minimal_numa_nodes(node, pod), used if used == 0 else 1)
             self.rec.record_placed(self.name, t, pod.key, containers, aligned,
-                                   node=out.placement.name, latency_s=dt, numa_nodes=used)
+                                   node=out.placement.name, latency_s=dt, numa_nodes=used,
+                                   release=node.rules.release.release.name)
             self.running[pod.uid] = (out.placement.node, pod)
             if self.keep:
                 self.placements.append(("bind", out.placement.name, pod))
@@ -169,7 +173,9 @@ class _Run:
                 self.push(t + duration, DEPART, pod.uid)
             return True
         if out.placement is not None:  # bound, then refused by the node
-            self.rec.record_rejected(self.name, t, pod.key, out.reason or "UnexpectedAdmissionError", latency_s=dt)
+            release = self.cluster.nodes[out.placement.node].node.rules.release.release.name
+            self.rec.record_rejected(self.name, t, pod.key, out.reason or "UnexpectedAdmissionError",
+                                     latency_s=dt, release=release)
             if self.recreate and out.reason:
                 n = self.retries.get(pod.key, 0)
                 if n < self.max_retries:
@@ -237,17 +243,25 @@ class _Run:
         """Per resource the cluster has: the share of its free amount that no single NUMA
         node holds (0.0 while nothing is free: nothing is stranded), so every series has a
         sample at every sampling time."""
-        free_total: dict[str, int] = {}
-        usable: dict[str, int] = {}
+        resources = ("cpu", GPU)
+        free_total = dict.fromkeys(resources, 0)
+        usable = dict.fromkeys(resources, 0)
         present: set[str] = set()
-        for cn in self.cluster.nodes:
-            zones = numa_amounts(cn.node)
-            for r in ("cpu", GPU):
-                if any(z.allocatable.get(r, 0) for z in zones.values()):
+        versions = self.cluster.version
+        for i, cn in enumerate(self.cluster.nodes):
+            version = int(versions[i])
+            hit = self._frag[i]
+            if hit is None or hit[0] != version:
+                parts = []
+                for r in resources:
+                    allocatable, frees = numa_available(cn.node, r)
+                    parts.append((allocatable, sum(frees), max(frees, default=0)))
+                hit = self._frag[i] = (version, tuple(parts))
+            for r, (allocatable, total, best) in zip(resources, hit[1], strict=True):
+                if allocatable:
                     present.add(r)
-                frees = [z.available.get(r, 0) for z in zones.values()]
-                free_total[r] = free_total.get(r, 0) + sum(frees)
-                usable[r] = usable.get(r, 0) + max(frees, default=0)
+                free_total[r] += total
+                usable[r] += best
         return {("gpu" if r == GPU else r): (1.0 - usable[r] / free_total[r] if free_total[r] else 0.0)
                 for r in sorted(present)}
 

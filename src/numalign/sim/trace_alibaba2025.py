@@ -91,6 +91,12 @@ COLUMNS = (
 )
 ROLES = ("CN", "HN")
 GIB = 1 << 30
+#: the columns a row's requests and limits are read from (and the checks of the others that
+#: are validated only): rows with the same raw values there share one reading
+RESOURCE_COLUMNS = (
+    "role", "cpu_request", "cpu_limit", "gpu_request", "gpu_limit", "rdma_request", "rdma_limit",
+    "memory_request", "memory_limit", "disk_request", "disk_limit", "max_instance_per_node",
+)
 
 
 def default_path(shared_dir: str | os.PathLike[str]) -> str:
@@ -115,11 +121,43 @@ def _pair(row: CsvRow, req_col: str, lim_col: str, scale: int) -> tuple[int, int
     return math.ceil(req * scale), math.ceil(lim * scale)
 
 
-def row_to_arrival(row: CsvRow, rdma_units: int = DEFAULT_RDMA_UNITS) -> Arrival:
-    """One trace row as an :class:`Arrival` (mapping in the module docstring)."""
+Resources = tuple[dict[str, int], dict[str, int]]
+
+
+def row_to_arrival(row: CsvRow, rdma_units: int = DEFAULT_RDMA_UNITS,
+                   seen: dict[tuple[str, ...], Resources] | None = None) -> Arrival:
+    """One trace row as an :class:`Arrival` (mapping in the module docstring). ``seen``: the
+    requests and limits of the rows read before, by their raw values in
+    :data:`RESOURCE_COLUMNS` (a trace repeats a few hundred shapes; a row of a known shape
+    was validated as the first one of it)."""
     sn = row.text("instance_sn")
     if not sn:
         raise row.error("instance_sn", "missing value")
+    key = tuple(map(row.values.__getitem__, RESOURCE_COLUMNS))
+    resources = None if seen is None else seen.get(key)
+    if resources is None:
+        resources = _resources(row, rdma_units)
+        if seen is not None:
+            seen[key] = resources
+    requests, limits = resources
+
+    created = row.time("creation_time")
+    scheduled = row.time("scheduled_time")
+    deleted = row.time("deletion_time")
+    start = 0.0 if created is None else created
+    if scheduled is not None and scheduled < start:
+        raise row.error("scheduled_time", "is before creation_time")
+    duration: float | None = None
+    if deleted is not None:
+        if deleted < start:
+            raise row.error("deletion_time", "is before creation_time")
+        duration = deleted - start
+    pod = single_container_pod(NAMESPACE, kube_name(sn), requests, limits)
+    return Arrival(start, pod, duration)
+
+
+def _resources(row: CsvRow, rdma_units: int) -> Resources:
+    """A row's requests and limits, its resource columns validated."""
     role = row.text("role")
     if role not in ROLES:
         raise row.error("role", f"expected CN or HN, got {role!r}")
@@ -140,18 +178,6 @@ def row_to_arrival(row: CsvRow, rdma_units: int = DEFAULT_RDMA_UNITS) -> Arrival
             row.decimal(col)
     row.decimal("max_instance_per_node", minimum=-1)
 
-    created = row.time("creation_time")
-    scheduled = row.time("scheduled_time")
-    deleted = row.time("deletion_time")
-    start = 0.0 if created is None else created
-    if scheduled is not None and scheduled < start:
-        raise row.error("scheduled_time", "is before creation_time")
-    duration: float | None = None
-    if deleted is not None:
-        if deleted < start:
-            raise row.error("deletion_time", "is before creation_time")
-        duration = deleted - start
-
     requests: dict[str, int] = {}
     limits: dict[str, int] = {}
     if cpu_req or cpu_lim:
@@ -163,8 +189,7 @@ def row_to_arrival(row: CsvRow, rdma_units: int = DEFAULT_RDMA_UNITS) -> Arrival
     nics = rdma_devices(rdma_pct, rdma_units)
     if nics:
         requests[RDMA] = limits[RDMA] = nics
-    pod = single_container_pod(NAMESPACE, kube_name(sn), requests, limits)
-    return Arrival(start, pod, duration)
+    return requests, limits
 
 
 def from_spec(spec: WorkloadSpec) -> Workload:
@@ -188,7 +213,8 @@ def read_trace(
     """Read the trace (streaming, stdlib csv) into a time-ordered :class:`Workload`."""
     if rdma_units < 1:
         raise ValueError("rdma_units must be >= 1")
-    arrivals = [row_to_arrival(r, rdma_units) for r in read_csv_rows(path, COLUMNS, limit=limit)]
+    seen: dict[tuple[str, ...], Resources] = {}
+    arrivals = [row_to_arrival(r, rdma_units, seen) for r in read_csv_rows(path, COLUMNS, limit=limit)]
     return Workload(
         name="alibaba2025",
         arrivals=tuple(arrivals),

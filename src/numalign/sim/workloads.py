@@ -177,7 +177,15 @@ class CsvRow:
 
     def time(self, column: str) -> float | None:
         """Seconds from the trace start; None for a missing value (NaN in the trace)."""
-        if self.is_missing(column):
+        raw = self.values.get(column, "").strip()
+        whole, dot, frac = raw.partition(".")
+        if raw.isascii() and whole.isdigit() and (not dot or frac.isdigit()):
+            # a plain decimal (most trace times): float() rounds its exact value to the
+            # nearest double, as float() of the exact Fraction below does
+            f = float(raw)
+            if math.isfinite(f):
+                return f
+        if raw in _MISSING:
             return None
         value = self.decimal(column, minimum=None)
         f = float(value)
@@ -236,24 +244,39 @@ def read_csv_rows(
             raise InputError(f"not UTF-8 text: {e.reason}", name) from None
 
 
+#: ASCII characters that are not letters or digits -> ``-``
+_ASCII_NON_ALNUM = str.maketrans({c: "-" for c in map(chr, range(128)) if not c.isalnum()})
+
+
 def kube_name(raw: str) -> str:
-    """A trace identifier as a DNS-1123 pod name (``instance_7185`` -> ``instance-7185``)."""
-    out = "".join(ch if ch.isalnum() else "-" for ch in raw.strip().lower()).strip("-")
+    """A trace identifier as a DNS-1123 pod name (``instance_7185`` -> ``instance-7185``):
+    lower case, every character that is not a letter or digit replaced by ``-``."""
+    text = raw.strip().lower()
+    if text.isascii():
+        out = text.translate(_ASCII_NON_ALNUM).strip("-")
+    else:
+        out = "".join(ch if ch.isalnum() else "-" for ch in text).strip("-")
     return out or "pod"
 
 
-_QOS_CACHE: dict[tuple[tuple[str, int], ...], QOSClass] = {}
+#: the container ``main`` and its QoS class, by the requests and limits (pods of one shape
+#: share the container: it is immutable; bounded by :data:`_SHAPES_KEPT`)
+_SHAPES: dict[tuple[tuple[str, int], ...], tuple[Container, QOSClass]] = {}
+_SHAPES_KEPT = 1 << 14
 
 
 def single_container_pod(
     namespace: str, name: str, requests: Mapping[str, int], limits: Mapping[str, int]
 ) -> Pod:
     """A pod with one app container ``main`` (QoS by the kubelet's rules, cached by shape)."""
-    container = Container("main", ContainerKind.APP, requests=dict(requests), limits=dict(limits))
     key = (*sorted(requests.items()), ("", -1), *sorted(limits.items()))
-    qos = _QOS_CACHE.get(key)
-    if qos is None:
-        qos = _QOS_CACHE[key] = pod_qos([container])
+    shape = _SHAPES.get(key)
+    if shape is None:
+        container = Container("main", ContainerKind.APP, requests=dict(requests), limits=dict(limits))
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        shape = _SHAPES[key] = (container, pod_qos([container]))
+    container, qos = shape
     return Pod(
         namespace=namespace,
         name=name,

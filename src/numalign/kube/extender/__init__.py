@@ -5,12 +5,15 @@ One module per job:
 * :mod:`~numalign.kube.extender.core` - :class:`ExtenderCore`: node engines, assumptions,
   filter / prioritize / bind, without HTTP (the scheduler profile decides and scores);
 * :mod:`~numalign.kube.extender.sources` - where nodes come from: :class:`DirSource` (a
-  directory of NodeResourceTopology YAML/JSON polled by mtime), :class:`ApiSource` (list +
-  watch), :func:`run_source`;
+  directory of NodeResourceTopology YAML/JSON, :mod:`~numalign.kube.extender.dirsource`,
+  followed by change events, :mod:`~numalign.kube.extender.dirwatch`), :class:`ApiSource`
+  (list + watch), :func:`run_source`;
 * :mod:`~numalign.kube.extender.wire` - the ``k8s.io/kube-scheduler/extender/v1`` JSON:
   request parsing and result documents;
-* :mod:`~numalign.kube.extender.server` - the HTTP service (:class:`ExtenderServer`), TLS,
-  :func:`serve` and :func:`serve_in_thread`.
+* :mod:`~numalign.kube.extender.server` - the HTTP service (:class:`ExtenderServer`) and
+  :func:`serve_in_thread`;
+* :mod:`~numalign.kube.extender.serving` - ``extender serve``: flags, worker processes,
+  listeners, TLS, the source's thread, SIGTERM (:func:`serve`).
 """
 
 from numalign.kube.extender.core import MAX_EXTENDER_PRIORITY, UNKNOWN_NODE, ExtenderCore
@@ -19,11 +22,9 @@ from numalign.kube.extender.server import (
     DEFAULT_MAX_CONNECTIONS,
     ExtenderHandler,
     ExtenderServer,
-    api_binder,
-    serve,
     serve_in_thread,
-    tls_context,
 )
+from numalign.kube.extender.serving import api_binder, serve, tls_context
 from numalign.kube.extender.sources import ApiSource, DirSource, run_source
 from numalign.kube.extender.wire import BadRequest
 

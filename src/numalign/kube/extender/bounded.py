@@ -50,14 +50,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from numalign.errors import InputError
-from numalign.kube.extender.core import (
-    LARGE_ENGINE,
-    Decision,
-    ExtenderCore,
-    NodeEntry,
-    build_engine,
-)
-from numalign.kube.extender.core import engine_size as core_engine_size
+from numalign.kube.extender.core import Decision, ExtenderCore, NodeEntry
+from numalign.kube.extender.engines import LARGE_ENGINE, build_engine
+from numalign.kube.extender.engines import engine_size as core_engine_size
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler import get_profile

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import hashlib
-import json
 import pickle
 import sys
 import threading
@@ -30,16 +28,20 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from numalign.engine.merge_budget import MergeTooLarge
-from numalign.errors import InputError, NumalignError
+from numalign.errors import InputError
+from numalign.kube.extender.engines import (
+    Built,
+    build_engine,
+    content_digest,
+    nrt_digests,
+)
 from numalign.kube.extender.gcfreeze import FreezePolicy
-from numalign.kube.extender.limits import check_nrt
+from numalign.kube.extender.node_release import NrtKubelet, Under, under_release
 from numalign.kube.metrics import ExtenderMetrics
-from numalign.kube.topology import engine_from_nrt, fingerprint_of
 from numalign.node.admission import Node
 from numalign.node.usage import pod_numa_nodes
 from numalign.pods import Pod
 from numalign.pods.annotations import KOORDINATOR_ANNOTATION, VOLCANO_ANNOTATION
-from numalign.resources.devices import machine_index
 from numalign.scheduler import Profile, get_profile
 
 MAX_EXTENDER_PRIORITY = 10
@@ -58,6 +60,8 @@ MAX_SHAPES = 16_384
 REWARM_SHAPES = 16
 #: node updates queued to a builder process at once (update_node_async waits beyond)
 MAX_QUEUED_UPDATES = 8
+#: nodes built per worker job for the initial list
+BUILD_BATCH = 32
 #: decisions shared between nodes of equal NRT content, (content, shape) -> decision (LRU)
 MAX_SHARED = 65_536
 #: pod shapes with a flat decision table (node name -> verdict; least recently used dropped)
@@ -126,82 +130,14 @@ class NodeEntry:
     content: str = ""
     #: the NRT object of a large engine (``Built.source``), else None
     source: Any = None
-
-
-def _sha(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def nrt_digests(obj: Any) -> tuple[str, str]:
-    """(digest of the whole object - what "unchanged" compares -, :func:`content_digest`),
-    serializing the content once for both: the whole object's digest is that of its content
-    digest and its metadata. Raises ``TypeError``, ``ValueError`` or ``RecursionError`` when
-    the object cannot be serialized."""
-    if not isinstance(obj, dict):
-        return _sha(obj), ""
-    content = _sha({k: v for k, v in obj.items() if k != "metadata"})
-    meta = json.dumps(obj["metadata"], sort_keys=True, default=str) if "metadata" in obj else ""
-    return hashlib.sha256(f"{content}|{meta}".encode()).hexdigest(), content
+    #: what the NRT gave, when the release of the node's Node object decides instead
+    #: (:mod:`~numalign.kube.extender.node_release`)
+    nrt: NrtKubelet | None = None
 
 
 def _copy(name: str) -> str:
     """A new string object equal to ``name`` (allocated now, next to the others made with it)."""
     return (name + ".")[:-1]
-
-
-def content_digest(obj: Any) -> str:
-    """The digest of what an engine is built from: the NRT without ``metadata`` (names,
-    resourceVersions, annotations); "" if it cannot be taken."""
-    if not isinstance(obj, dict):
-        return ""
-    try:
-        return _sha({k: v for k, v in obj.items() if k != "metadata"})
-    except (TypeError, ValueError, RecursionError):
-        return ""
-
-
-@dataclass(frozen=True)
-class Built:
-    """An NRT object turned into an engine (or the reason it could not be), outside the lock."""
-
-    digest: str
-    node: Node | None
-    fingerprint: str | None
-    error: str
-    content: str = ""
-    #: the NRT object, kept for a large engine only (:data:`LARGE_ENGINE`): its first-time
-    #: decisions are made in another process, which rebuilds the engine from it
-    source: Any = None
-
-
-#: engines with more CPUs + devices than this are "large" (kube/extender/bounded.py)
-LARGE_ENGINE = 512
-
-
-def engine_size(node: Node) -> int:
-    """CPUs + devices of an engine: what a first-time decision's cost grows with."""
-    return len(node.machine.cpus) + len(node.machine.devices)
-
-
-def build_engine(obj: Any) -> Built:
-    try:
-        check_nrt(obj)
-        digest, content = nrt_digests(obj)
-    except NumalignError as e:
-        return Built("", None, None, f"unusable NodeResourceTopology: {e.message}")
-    except (TypeError, ValueError, RecursionError) as e:
-        return Built("", None, None, f"unusable NodeResourceTopology: {type(e).__name__}: {e}")
-    try:
-        node = engine_from_nrt(obj)
-        # the device index is made here, where the engine is built (the builder's worker
-        # process), and travels with the machine: not on the server's loop at a first /filter
-        machine_index(node.machine)
-        fp = fingerprint_of(obj) if isinstance(obj, dict) else None
-    except Exception as e:  # one bad object must not stop the others
-        msg = e.message if isinstance(e, NumalignError) else f"{type(e).__name__}: {e}"
-        return Built(digest, None, None, f"unusable NodeResourceTopology: {msg}")
-    return Built(digest, node, fp if isinstance(fp, str) or fp is None else None, "", content,
-                 obj if engine_size(node) > LARGE_ENGINE else None)
 
 
 #: where updates are built: (NRT object, [(shape id, pod)]) -> (the engine or why not, the
@@ -315,6 +251,11 @@ class ExtenderCore:
         self._scattered_keys = 0  # keys made one at a time since the last compaction
         #: canonical failure reasons (one object per distinct reason, bounded)
         self._reasons: dict[str, str] = {}
+        #: node -> ``status.nodeInfo.kubeletVersion`` of its Node object last seen (None: it
+        #: carried none); known nodes only (:mod:`~numalign.kube.extender.node_release`)
+        self._kubelet_seen: dict[str, str | None] = {}
+        #: node -> its snapshot while the release its Node object names leaves it unusable
+        self._parked: dict[str, NodeEntry] = {}
 
     @property
     def max_numa(self) -> int:
@@ -325,11 +266,28 @@ class ExtenderCore:
 
     def set_nodes(self, objects: Mapping[str, Any]) -> None:
         """Replace the node set with these NRT objects (name -> object); unchanged objects
-        keep their engines and assumptions, so the cost is that of the changed ones."""
+        keep their engines and assumptions, so the cost is that of the changed ones. With a
+        builder that queues (:meth:`update_node_async`), they are built in parallel - the
+        initial list in jobs of :data:`BUILD_BATCH` nodes, published on this thread (no
+        request is answered before it is in); this returns when all are published."""
         for name in [n for n in list(self.nodes) + list(self.broken) if n not in objects]:
             self.remove_node(name)
-        for name, obj in objects.items():
-            self.update_node(name, obj)
+        many = getattr(self.builder, "submit_many", None)
+        if many is not None and not self.ready.is_set():  # the initial list: in batches
+            jobs: list[tuple[list[tuple[str, _Pending, int]], Future[Any]]] = []
+            todo = [(name, obj, self._prepare(name, obj)) for name, obj in objects.items()]
+            work = [(name, obj, prep) for name, obj, prep in todo if not isinstance(prep, bool)]
+            for i in range(0, len(work), BUILD_BATCH):
+                part = work[i:i + BUILD_BATCH]
+                jobs.append(([(n, prep, self._bump(n)) for n, _, prep in part],
+                             many([(obj, prep.pods) for _, obj, prep in part])))
+            for items, job in jobs:
+                for (name, prep, seq), (built, warm, took) in zip(items, job.result(),
+                                                                   strict=True):
+                    self._finish(name, prep, built, warm, took, seq)
+        else:
+            for fut in [self.update_node_async(name, obj) for name, obj in objects.items()]:
+                fut.result()
         self.mark_ready()
 
     def mark_ready(self) -> None:
@@ -338,6 +296,9 @@ class ExtenderCore:
         self._compact_keys()
         if self.freeze is not None:
             self.freeze.settled()
+        settled = getattr(self.builder, "settled", None)  # a worker pool's priority
+        if settled is not None:
+            settled()
 
     def _count_numa(self, old: NodeEntry | None, new: NodeEntry | None) -> None:
         if old is not None:
@@ -354,6 +315,8 @@ class ExtenderCore:
             self._count_numa(old, None)
             self.broken.pop(name, None)
             self._broken_digest.pop(name, None)
+            self._parked.pop(name, None)
+            self._kubelet_seen.pop(name, None)
             self._count_assumed(name)
             self._count_nodes()
 
@@ -523,6 +486,7 @@ class ExtenderCore:
                 if self._seq.get(name) != seq:
                     return False
                 old = self._swap(name, None)
+                self._parked.pop(name, None)
                 self.broken[name] = built.error
                 if built.digest:
                     self._broken_digest[name] = built.digest
@@ -535,15 +499,83 @@ class ExtenderCore:
             if self._seq.get(name) != seq:
                 return False  # superseded
             old = self.nodes.get(name)
+            nrt = None
+            text = self._kubelet_seen.get(name)
+            if text is not None:  # the engine under the Node object's release, before the
+                # assumed pods are admitted into it again
+                assert built.node is not None
+                got = under_release(built.node, built.content, built.source, None, text)
+                if isinstance(got, Under):
+                    built = replace(built, node=got.node, content=got.content, source=got.source)
+                    nrt, warm = got.nrt, {}
             entry = self._successor(name, built, old, warm)
-            self.broken.pop(name, None)
-            self._broken_digest.pop(name, None)
-            self._swap(name, entry)
-            self._count_numa(old, entry)
+            if nrt is not None:
+                entry = replace(entry, nrt=nrt)
+            self._parked.pop(name, None)
+            # the release of the node's Node object decides, when one named it (refused: parked)
+            published = self._use_node_version(name, entry, old)
+        if published and self.freeze is not None:
+            self.freeze.published()
+        return published
+
+    def use_node_versions(self, texts: Sequence[tuple[str, str | None]]) -> None:
+        """The Node objects of a request, as (name, ``status.nodeInfo.kubeletVersion`` or
+        None): a node whose Node object names another version than it last did decides by
+        that release from now on (:mod:`~numalign.kube.extender.node_release`); nodes whose
+        text is unchanged cost a dictionary lookup."""
+        seen = self._kubelet_seen
+        missing = object()
+        changed = [(n, t) for n, t in texts if seen.get(n, missing) != t]
+        if not changed:
+            return
+        published = False
+        with self._write:
+            for name, text in changed:
+                current = self.nodes.get(name) or self._parked.get(name)
+                if current is None:  # no usable NRT yet: its next request tells again
+                    continue
+                seen[name] = text
+                old = self.nodes.get(name)
+                if self._use_node_version(name, current, old) and self.nodes.get(name) is not old:
+                    published = True
+        if published and self.freeze is not None:
+            self.freeze.published()
+
+    @staticmethod
+    def _under(entry: NodeEntry, text: str | None) -> NodeEntry | str:
+        """``entry`` deciding by the release ``text`` names (None: the NRT's): ``entry`` itself
+        when it already does, else its successor (the same state, assumptions and digest; the
+        version bumped, an empty decision cache), or why the node cannot decide under it."""
+        got = under_release(entry.node, entry.content, entry.source, entry.nrt, text)
+        if got is None or isinstance(got, str):
+            return entry if got is None else got
+        return replace(entry, version=entry.version + 1, cache={}, node=got.node,
+                       content=got.content, source=got.source, nrt=got.nrt)
+
+    def _use_node_version(self, name: str, entry: NodeEntry, old: NodeEntry | None) -> bool:
+        """Publish ``entry`` (``name``'s snapshot to be, ``old`` the published one) deciding
+        by the release of the node's Node object, or park it with the reason that release
+        cannot decide; ``True`` when published (under the write lock)."""
+        got = self._under(entry, self._kubelet_seen.get(name))
+        if isinstance(got, str):
+            self._swap(name, None)
+            self._parked[name] = entry
+            self.broken[name] = got
+            if entry.digest:
+                self._broken_digest[name] = entry.digest
+            self._count_numa(old, None)
             self._count_assumed(name)
             self._count_nodes()
-        if self.freeze is not None:
-            self.freeze.published()
+            print(f"numalign extender: node {name}: {got}", file=self.log)
+            return False
+        self._parked.pop(name, None)
+        self.broken.pop(name, None)
+        self._broken_digest.pop(name, None)
+        if got is not old:
+            self._swap(name, got)
+            self._count_numa(old, got)
+        self._count_assumed(name)
+        self._count_nodes()
         return True
 
     def _swap(self, name: str, entry: NodeEntry | None) -> NodeEntry | None:

@@ -41,6 +41,7 @@ class FreezePolicy:
         #: freezes done, and the wall seconds they took (collection included)
         self.freezes = 0
         self.seconds = 0.0
+        self._settled = False
 
     def freeze(self) -> None:
         """One full collection (of the objects not yet frozen), then freeze what is left."""
@@ -53,8 +54,12 @@ class FreezePolicy:
 
     def settled(self) -> None:
         """The initial node set is in."""
+        self._settled = True
         self.freeze()
 
     def published(self) -> None:
-        """A node update was published."""
-        self.freeze()
+        """A node update was published (before the initial node set is in, nothing: the
+        engines of the initial list are frozen together once, by :meth:`settled`, rather
+        than one collection per node)."""
+        if self._settled:
+            self.freeze()

@@ -1,18 +1,14 @@
 """The extender's HTTP service: ``POST /filter``, ``/prioritize``, ``/bind``; ``GET /metrics``,
-``/healthz``, ``/readyz``, ``/openapi.json``; TLS, connection limits, and ``serve``.
+``/healthz``, ``/readyz``, ``/openapi.json``; connection limits.
 
 The connections, framing and deadlines are :mod:`~numalign.kube.extender.http_loop`'s (one
-event-loop thread); this module routes each request (:class:`ExtenderHandler`)."""
+event-loop thread); this module routes each request (:class:`ExtenderHandler`).
+``extender serve`` (flags, TLS, worker processes, the node source) is
+:mod:`~numalign.kube.extender.serving`'s."""
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import ipaddress
 import json
-import os
-import signal
-import socket
 import ssl
 import sys
 import threading
@@ -30,9 +26,7 @@ from numalign.kube.extender.bounded import (
     filter_bounded,
     prioritize_bounded,
 )
-from numalign.kube.extender.builder import ProcessBuilder
 from numalign.kube.extender.core import ExtenderCore
-from numalign.kube.extender.gcfreeze import FreezePolicy
 from numalign.kube.extender.http_loop import (
     MAX_HEADER_LINE,
     MAX_HEADERS,
@@ -42,17 +36,15 @@ from numalign.kube.extender.http_loop import (
     Request,
     Response,
 )
+from numalign.kube.extender.node_release import kubelet_texts
 from numalign.kube.extender.podcache import PodCache
-from numalign.kube.extender.sources import ApiSource, DirSource, run_source
 from numalign.kube.extender.wire import BadRequest
 from numalign.kube.metrics import CONTENT_TYPE
 from numalign.kube.openapi import openapi_document
-from numalign.scheduler import get_profile
 
 __all__ = ["DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS", "GET_PATHS", "HEALTH_PATHS",
            "MAX_HEADERS", "MAX_HEADER_LINE", "MAX_OVERFLOW_CONNECTIONS", "OVERFLOW_DEADLINE",
-           "POST_VERBS", "ExtenderHandler", "ExtenderServer", "api_binder", "serve",
-           "serve_in_thread", "tls_context"]
+           "POST_VERBS", "ExtenderHandler", "ExtenderServer", "serve_in_thread"]
 
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 256
@@ -275,6 +267,8 @@ class ExtenderHandler:
     def _filter(self, args: Mapping[str, Any]) -> Any:
         names, items = wire.node_args(args)
         pod, shape = self.server.pod_cache.parse(args)
+        if items is not None:  # the Node objects' kubelet releases decide (node_release.py)
+            self.server.core.use_node_versions(kubelet_texts(names, items))
         srv = self.server
         got = filter_bounded(srv.core, srv.evaluator, pod, names, shape, srv.request_budget)
         if isinstance(got, Future):
@@ -282,8 +276,10 @@ class ExtenderHandler:
         return wire.filter_result(args, names, items, *got)
 
     def _prioritize(self, args: Mapping[str, Any]) -> Any:
-        names, _ = wire.node_args(args)
+        names, items = wire.node_args(args)
         pod, shape = self.server.pod_cache.parse(args)
+        if items is not None:
+            self.server.core.use_node_versions(kubelet_texts(names, items))
         srv = self.server
         got = prioritize_bounded(srv.core, srv.evaluator, pod, names, shape, srv.request_budget)
         if isinstance(got, Future):
@@ -333,177 +329,6 @@ def _then(fut: Future[Any], verb: str) -> Future[Response]:
 
     fut.add_done_callback(done)
     return out
-
-
-# ---------------------------------------------------------------------------- serve
-
-
-def tls_context(cert: str, key: str) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as e:
-        raise InputError(f"cannot load TLS certificate/key: {e}", "--tls-cert") from None
-    return ctx
-
-
-def api_binder(api: Any) -> Callable[[str, str, str, str], None]:
-    """Bind through the API (a v1 Binding, as kube-scheduler's default binder does)."""
-    from numalign.kube.exporter import k8s
-
-    client = k8s("client")
-    core = client.CoreV1Api(api)
-
-    def bind(namespace: str, name: str, uid: str, node: str) -> None:
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-        )
-        core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
-
-    return bind
-
-
-def _listen(host: str, port: int, flag: str, make: Callable[[tuple[str, int]], ExtenderServer],
-            ) -> ExtenderServer:
-    if not 0 <= port <= 65535:
-        raise InputError(f"port {port} is out of range (0-65535)", flag)
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        try:
-            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as e:
-            raise InputError(f"cannot resolve {host!r}: {getattr(e, 'strerror', None) or e}",
-                             "--host") from None
-    try:
-        return make((host, port))
-    except OSError as e:
-        why = e.strerror or str(e)
-        where = "--host" if e.errno == errno.EADDRNOTAVAIL and flag == "--port" else flag
-        raise InputError(f"cannot listen on {host}:{port}: {why}", where) from None
-
-
-def _process_builder(core: ExtenderCore) -> ProcessBuilder | None:
-    """A worker process for node updates when the core's profile can be rebuilt there by
-    name (its filter is the registered one); else ``None`` (build on the update thread)."""
-    try:
-        same = get_profile(core.profile.name).filter is core.profile.filter
-    except InputError:
-        return None
-    return ProcessBuilder(core.profile.name) if same else None
-
-
-def serve(
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8888,
-    nrt_dir: str | None = None,
-    kubeconfig: str | None = None,
-    in_cluster: bool = False,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-    max_body: int = DEFAULT_MAX_BODY,
-    timeout: float = 10.0,
-    resync: float = 1.0,
-    assume_ttl: float = 120.0,
-    health_host: str = "0.0.0.0",
-    health_port: int | None = None,
-    max_connections: int = DEFAULT_MAX_CONNECTIONS,
-    profile: str = "numalign",
-    request_budget: float = DEFAULT_BUDGET,
-) -> int:
-    """``numalign extender serve``: run until interrupted. Every bad flag or configuration is
-    an :class:`InputError` (one line, exit 2) before anything starts."""
-    from numalign.kube import apiconfig
-
-    if (tls_cert is None) != (tls_key is None):
-        raise InputError("give both --tls-cert and --tls-key")
-    for flag, value in (("--timeout", timeout), ("--resync", resync), ("--assume-ttl", assume_ttl),
-                        ("--request-budget", request_budget)):
-        if not value > 0:
-            raise InputError("must be positive", flag)
-    if max_body <= 0:
-        raise InputError("must be positive", "--max-body")
-    if max_connections <= 0:
-        raise InputError("must be positive", "--max-connections")
-    ctx = tls_context(tls_cert, tls_key) if tls_cert and tls_key else None
-    source: DirSource | ApiSource
-    binder = None
-    if nrt_dir:
-        if not os.path.isdir(nrt_dir):
-            raise InputError("no such directory" if not os.path.exists(nrt_dir)
-                             else "not a directory", f"--nrt-dir {nrt_dir}")
-        source = DirSource(nrt_dir)
-    elif kubeconfig or in_cluster:
-        api = apiconfig.from_kubeconfig(kubeconfig) if kubeconfig else apiconfig.in_cluster()
-        source = ApiSource(api)
-        binder = api_binder(api)
-    else:
-        raise InputError("give --nrt-dir DIR or --kubeconfig FILE (or --in-cluster)")
-    from numalign.scheduler import get_profile
-
-    try:
-        chosen = get_profile(profile)
-    except InputError as e:
-        raise InputError(e.problem, "--profile") from None
-    # the serving process holds every node's engine: keep the garbage collector off them
-    core = ExtenderCore(chosen, assume_ttl=assume_ttl, binder=binder, freeze=FreezePolicy())
-    builder = _process_builder(core)
-    server = _listen(host, port, "--port", lambda addr: ExtenderServer(
-        addr, core, max_body=max_body, timeout=timeout, ssl_context=ctx,
-        max_connections=max_connections, request_budget=request_budget))
-    servers = [server]
-    if health_port is not None:
-        try:
-            servers.append(_listen(health_host, health_port, "--health-port",
-                                   lambda addr: ExtenderServer(addr, core, timeout=timeout,
-                                                               serve_verbs=False)))
-        except InputError:
-            server.server_close()
-            raise
-    if builder is not None:  # node updates are built in a worker process, outside our GIL
-        builder.start()
-        core.builder = builder
-    stop = threading.Event()
-    t = threading.Thread(target=run_source, args=(core, source, stop, resync), daemon=True)
-    t.start()
-    for extra in servers[1:]:
-        threading.Thread(target=extra.serve_forever, daemon=True).start()
-        print(f"numalign extender: health and metrics on {extra.url}", file=sys.stderr)
-    print(f"numalign extender: serving on {server.url}", file=sys.stderr)
-    # SIGTERM (the kubelet stopping the container, systemd, kill): stop serving and end what
-    # this process started - the builder's and the evaluator's worker processes, and with them
-    # multiprocessing's resource tracker - instead of dying with them left running
-    previous = _on_sigterm(server.stop_soon)
-    try:
-        server.serve_forever()
-    finally:
-        stop.set()
-        for srv in servers:
-            with contextlib.suppress(Exception):
-                if srv is not server:
-                    srv.shutdown()
-                srv.server_close()
-        if builder is not None:
-            builder.close()
-        _restore_sigterm(previous)
-    print("numalign extender: stopped", file=sys.stderr)
-    return 0
-
-
-def _on_sigterm(stop: Callable[[], None]) -> Any:
-    """Call ``stop`` on SIGTERM (main thread only); returns the previous disposition to put
-    back with :func:`_restore_sigterm` (None: nothing was changed)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, lambda _signum, _frame: stop())
-
-
-def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def serve_in_thread(core: ExtenderCore, host: str = "127.0.0.1", port: int = 0,

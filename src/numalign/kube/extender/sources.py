@@ -1,9 +1,11 @@
 """Where the extender's nodes come from, kept in sync with an :class:`ExtenderCore` one node at
 a time.
 
-* :class:`DirSource` - NRT objects in ``*.yaml``/``*.yml``/``*.json`` files in a directory;
-  each poll re-reads only the files whose mtime or size changed, and applies only the objects
-  that changed.
+* :class:`~numalign.kube.extender.dirsource.DirSource` - NRT objects in
+  ``*.yaml``/``*.yml``/``*.json`` files in a directory, followed by change events
+  (:mod:`~numalign.kube.extender.dirwatch`): only the files an event names are looked at,
+  only those whose size or times changed are read (in a worker process), and only the
+  objects that changed are applied.
 * :class:`ApiSource` - an informer: list once, then watch from the list's resourceVersion;
   each event rebuilds one node; a watch that ends is resumed from the last resourceVersion
   seen; a watch that expired (410 Gone) leads to a re-list, at most once per back-off period.
@@ -16,137 +18,21 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from numalign.errors import InputError
-from numalign.inputs.documents import load_yaml_all, loads_json, read_text
+from numalign.inputs.documents import loads_json
 from numalign.kube.extender.core import ExtenderCore
+from numalign.kube.extender.dirsource import (
+    MAX_FILE_BYTES,
+    DirSource,
+    parse_nrt_text,
+)
+from numalign.kube.extender.dirsource import name_of as _name_of
+from numalign.kube.extender.dirwatch import run_directory
 
-#: largest NRT file read (bytes); a real object is a few KiB
-MAX_FILE_BYTES = 16 * 1024 * 1024
-
-
-def parse_nrt_text(text: str, where: str) -> list[Any]:
-    """The objects of one NRT file (``List`` kinds expanded); :class:`InputError` if it cannot
-    be parsed within the bounds of :mod:`numalign.inputs.documents` (size, nesting depth, values);
-    each object is held to :func:`~numalign.kube.extender.limits.check_nrt` when built."""
-    if len(text) > MAX_FILE_BYTES:
-        raise InputError(f"larger than {MAX_FILE_BYTES} bytes", where)
-    try:  # the bounded reader: depth, values (aliases expanded), integer digits
-        docs = [d for d in load_yaml_all(text, where, invalid="malformed YAML") if d is not None]
-    except (TypeError, ValueError, RecursionError) as e:  # defensive: a constructor's own error
-        raise InputError(f"malformed YAML: {type(e).__name__}", where) from None
-    objs: list[Any] = []
-    for d in docs:
-        if isinstance(d, dict) and d.get("kind") == "List":
-            items = d.get("items")
-            objs.extend(items if isinstance(items, list) else [])
-        else:
-            objs.append(d)
-    return objs
-
-
-def _name_of(obj: Any) -> str | None:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    name = meta.get("name") if isinstance(meta, dict) else None
-    return name if isinstance(name, str) and name else None
-
-
-@dataclass
-class _File:
-    key: tuple[int, int]
-    objects: dict[str, Any] = field(default_factory=dict)
-
-
-class DirSource:
-    """NRT objects from ``*.yaml``/``*.yml``/``*.json`` files in a directory, polled by mtime.
-
-    A file that cannot be read or parsed keeps its last good objects (and is logged)."""
-
-    def __init__(self, path: str | Path, log: Any = sys.stderr) -> None:
-        self.path = Path(path)
-        self.log = log
-        self._files: dict[Path, _File] = {}
-        self.files_read = 0  # files (re)parsed so far: the cost of the scans
-
-    def _changed(self) -> tuple[dict[Path, _File], list[Path]]:
-        """(files whose content changed -> their new state, files gone)."""
-        if not self.path.is_dir():
-            raise InputError("not a directory", str(self.path))
-        present: set[Path] = set()
-        changed: dict[Path, _File] = {}
-        for p in sorted(self.path.iterdir()):
-            if p.suffix not in (".yaml", ".yml", ".json") or p.name.startswith("."):
-                continue
-            present.add(p)
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            key = (st.st_mtime_ns, st.st_size)
-            old = self._files.get(p)
-            if old is not None and old.key == key:
-                continue
-            state = _File(key, dict(old.objects) if old is not None else {})
-            try:
-                if st.st_size > MAX_FILE_BYTES:
-                    raise InputError(f"larger than {MAX_FILE_BYTES} bytes", str(p))
-                self.files_read += 1
-                objs = parse_nrt_text(read_text(str(p), "NodeResourceTopology file"), str(p))
-                state.objects = {}
-                for i, o in enumerate(objs):
-                    name = _name_of(o)
-                    if name is None:
-                        print(f"numalign extender: {p}: object {i} has no metadata.name; "
-                              "skipped", file=self.log)
-                    else:
-                        state.objects[name] = o
-            except (OSError, UnicodeDecodeError, InputError) as e:
-                msg = e.message if isinstance(e, InputError) else str(e).splitlines()[0]
-                print(f"numalign extender: {p}: cannot read ({msg}); keeping its last good "
-                      "objects", file=self.log)
-            changed[p] = state
-        gone = [p for p in self._files if p not in present]
-        return changed, gone
-
-    def scan(self) -> dict[str, Any]:
-        """Every object of the directory now (name -> object), re-reading changed files only."""
-        changed, gone = self._changed()
-        self._files.update(changed)
-        for p in gone:
-            del self._files[p]
-        out: dict[str, Any] = {}
-        for f in self._files.values():
-            out.update(f.objects)
-        return out
-
-    def poll(self, core: ExtenderCore) -> int:
-        """Apply the changes since the last poll to ``core``; returns how many nodes changed."""
-        changed, gone = self._changed()
-        touched: dict[str, Any] = {}
-        removed: set[str] = set()
-        for p in gone:
-            removed.update(self._files.pop(p).objects)
-        for p, state in changed.items():
-            old = self._files.get(p)
-            if old is not None:
-                removed.update(n for n in old.objects if n not in state.objects)
-            for name, obj in state.objects.items():
-                if old is None or old.objects.get(name) is not obj:
-                    touched[name] = obj
-            self._files[p] = state
-        still = {n for f in self._files.values() for n in f.objects}
-        for name in sorted(removed - still):
-            core.remove_node(name)
-            core.metrics.node_updates.labels("deleted").inc()
-        for name, obj in touched.items():
-            core.update_node(name, obj)
-            core.metrics.node_updates.labels("modified").inc()
-        core.mark_ready()
-        return len(touched) + len(removed - still)
-
+__all__ = ["MAX_FILE_BYTES", "ApiSource", "DirSource", "WatchExpired", "parse_nrt_text",
+           "run_source"]
 
 def _event(line: str) -> tuple[str, Any]:
     """(type, object) of one watch event line, decoded with the bounded reader."""
@@ -259,17 +145,14 @@ def run_source(core: ExtenderCore, source: DirSource | ApiSource, stop: threadin
                watch_seconds: int = 300, max_backoff: float = 30.0) -> None:
     """Keep ``core``'s nodes in sync with ``source`` until ``stop``.
 
-    ``interval``: the directory poll period; for the API, the shortest time between two
-    watches that end at once and between two lists (the back-off doubles on each failure up
-    to ``max_backoff``). ``watch_seconds``: how long one watch request may run."""
+    ``interval``: for a directory, the retry period of its first read and the poll period
+    where it cannot be watched (:mod:`~numalign.kube.extender.dirwatch`); for the API, the
+    shortest time between two watches that end at once and between two lists (the back-off
+    doubles on each failure up to ``max_backoff``). ``watch_seconds``: how long one watch
+    request may run."""
     backoff = interval
     if isinstance(source, DirSource):
-        while not stop.is_set():
-            try:
-                source.poll(core)
-            except Exception as e:  # keep the last nodes; retry
-                print(f"numalign extender: node source failed: {type(e).__name__}: {e}", file=log)
-            stop.wait(interval)
+        run_directory(core, source, stop, interval, log)
         return
     while not stop.is_set():
         try:

@@ -4,7 +4,8 @@
   pod's own (:attr:`numalign.pods.Pod.own_policy`), ``none`` when it asks for none;
 * providers in the kubelet's order: device manager, CPU manager, memory manager
   (``pkg/kubelet/cm/container_manager_linux.go`` adds them as hint providers in that order);
-* the merge: the policy's own (``pkg/kubelet/cm/topologymanager/policy.go``).
+* the merge: the policy's own (``pkg/kubelet/cm/topologymanager/policy.go``);
+* the node's kubelet release (``releases.py``): how the device manager generates its hints.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from numalign.engine.policies import Policy, Scope, TopologyPolicy
 from numalign.engine.scopes import Merge
 from numalign.machine.model import Machine
 from numalign.modes.family import Family, ManagerStates, NodePolicy
+from numalign.modes.kubelet.releases import DeviceHints
 from numalign.modes.rules import Mode, ModeRules
 from numalign.pods import Pod
 from numalign.resources.base import Provider
@@ -29,6 +31,8 @@ class KubeletNode:
     def __init__(self, machine: Machine, node: NodePolicy) -> None:
         self.machine = machine
         self.node = node
+        #: the release's device hint generation (``modes/kubelet/releases.py``)
+        self.device_numa_only = node.release.release.device_hints is DeviceHints.DEVICE_NUMA_NODES
 
     def policy_for(self, pod: Pod) -> tuple[Policy, Scope]:
         node = self.node
@@ -44,8 +48,8 @@ class KubeletNode:
         self, states: ManagerStates, reserved: frozenset[int], policy_of: Callable[[Pod], Policy]
     ) -> list[Provider]:
         m = self.machine
-        return [DeviceManager(m, states.devices), CpuManager(m, states.cpu, reserved=reserved),
-                MemoryManager(m, states.memory)]
+        return [DeviceManager(m, states.devices, self.device_numa_only),
+                CpuManager(m, states.cpu, reserved=reserved), MemoryManager(m, states.memory)]
 
     def merge(self, policy: TopologyPolicy, providers: Sequence[Provider]) -> Merge | None:
         return None

@@ -1,0 +1,110 @@
+"""Start-up time of the ``numalign`` command: one ``admit`` of one pod, and ``--help`` pages.
+
+Every command runs in a fresh process, as a user runs it (the ``numalign`` console script
+beside this interpreter, else ``python -m numalign``), with the package's bytecode compiled
+first (``compileall``: a fresh checkout pays for compiling once, not per command). Each is run
+:data:`RUNS` times, the commands interleaved round by round so that a change of load on a
+shared machine hits them alike; printed: wall and CPU milliseconds (the child's user + system
+time, ``RUSAGE_CHILDREN``), best and median, and the ratio of the CPU medians to the references
+measured in the same run: ``python -c pass`` (the interpreter alone) and ``python -c "import
+numalign"`` (CPU time: on a loaded machine a process's wall time is mostly waiting for a core).
+
+Targets (issue 26): one ``admit`` < 120 ms wall and any ``--help`` < 60 ms wall on a quiet
+machine. On a loaded one wall time stretches; the ratios to ``python -c pass`` carry over
+(``python -c pass`` takes about 10-20 ms on a current x86 core).
+"""
+
+from __future__ import annotations
+
+import compileall
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+RUNS = 5
+
+HELP_COMMANDS = ("merge", "admit", "release", "state", "discover", "schema", "run", "ps",
+                 "simulate", "sweep", "export", "extender serve", "demo")
+
+
+def numalign_command() -> list[str]:
+    script = Path(sys.executable).with_name("numalign")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "numalign"]
+
+
+def cases(state_dir: str) -> list[tuple[str, list[str]]]:
+    py, na = [sys.executable], numalign_command()
+    admit = [*na, "admit", "-m", str(EXAMPLES / "fig1.yaml"), str(EXAMPLES / "fig1-pods.yaml"), "-o", "json"]
+    out = [
+        ("python -c pass", [*py, "-c", "pass"]),
+        ('python -c "import numalign"', [*py, "-c", "import numalign"]),
+        ("admit, one pod", admit),
+        ("admit, one pod, --state-dir", [*admit, "--state-dir", state_dir]),
+        ("numalign --help", [*na, "--help"]),
+    ]
+    out += [(f"{c} --help", [*na, *c.split(), "--help"]) for c in HELP_COMMANDS]
+    return out
+
+
+def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s) of one run of ``argv``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+                          check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {proc.returncode}: {proc.stderr.decode()[-500:]}")
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def main() -> None:
+    compileall.compile_dir(ROOT / "src" / "numalign", quiet=1)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), env.get("PYTHONPATH", "")) if p)
+    state = tempfile.mkdtemp(prefix="numalign-startup-")
+    try:
+        table = cases(state)
+        walls: dict[str, list[float]] = {name: [] for name, _ in table}
+        cpus: dict[str, list[float]] = {name: [] for name, _ in table}
+        for _name, argv in table:  # warm-up: the file cache, and the state directory's first write
+            run_once(argv, env)
+        for _ in range(RUNS):
+            for name, argv in table:
+                if name.endswith("--state-dir"):  # the same pod again: release it first
+                    shutil.rmtree(state)
+                    os.mkdir(state)
+                wall, cpu = run_once(argv, env)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+    ref_pass = statistics.median(cpus["python -c pass"])
+    ref_import = statistics.median(cpus['python -c "import numalign"'])
+    print(f"start-up: ms per command, best / median of {RUNS} (interleaved); wall clock and CPU "
+          "(user + system); ratios of the median CPU to the references of this run")
+    print(f"  {'command':<30} {'wall best':>9} {'median':>7} {'CPU best':>9} {'median':>7} "
+          f"{'x pass':>7} {'x import':>8}")
+    for name, _ in table:
+        w, c = walls[name], cpus[name]
+        med = statistics.median(c)
+        print(f"  {name:<30} {min(w) * 1e3:>9.1f} {statistics.median(w) * 1e3:>7.1f} {min(c) * 1e3:>9.1f} "
+              f"{med * 1e3:>7.1f} {med / ref_pass:>7.2f} {med / ref_import:>8.2f}")
+    helps = [n for n, _ in table if n.endswith("--help")]
+    worst = max(helps, key=lambda n: statistics.median(cpus[n]))
+    print(f"  slowest --help: {worst} ({statistics.median(cpus[worst]) * 1e3:.1f} ms median CPU, "
+          f"{statistics.median(walls[worst]) * 1e3:.1f} ms median wall); targets on a quiet machine: "
+          "admit < 120 ms, --help < 60 ms wall")
+
+
+if __name__ == "__main__":
+    main()
