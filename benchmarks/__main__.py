@@ -14,7 +14,7 @@ import time
 from benchmarks.timing import machine_description
 
 MODULES = ["startup_bench", "merge_bench", "admission_bench", "devices_bench", "scheduler_bench",
-           "sim_bench", "extender_bench", "extender_costly_bench", "informer_bench",
+           "profiles_bench", "sim_bench", "extender_bench", "extender_costly_bench", "informer_bench",
            "extender_churn_bench", "sweep_bench"]
 
 

@@ -23,8 +23,14 @@ from numalign.node.admission import Node
 from numalign.node.usage import _numa_amounts, numa_amounts, zones_key
 from numalign.pods import Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
+from numalign.scheduler.filters import nrt_snn_filter
 from numalign.scheduler.node_groups import NodeGroups
-from numalign.scheduler.nrt_scores import NumaZone, find_suitable_combination, numa_nodes_required
+from numalign.scheduler.nrt_scores import (
+    NumaZone,
+    fewest_zones,
+    find_suitable_combination,
+    numa_nodes_required,
+)
 from numalign.sim.cluster import builtin_template, load_cluster
 from numalign.sim.sources import parse_workload_spec
 
@@ -162,3 +168,29 @@ def test_least_numa_combinations_are_upstreams(data: st.DataObject) -> None:
             break
     assert numa_nodes_required(qos, zones, request) == want
     assert numa_nodes_required(qos, zones, request) == want  # and again, from the cache
+    if want[0] is not None:
+        assert fewest_zones(qos, zones, request) <= len(want[0])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
+    """Where the filter passes, a score's node (and pod) bound is never below its score."""
+    nodes = [Node(m) for _, m in NODES]
+    for _ in range(data.draw(st.integers(0, 10))):
+        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
+        base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
+        n.admit(replace(base, uid=f"b{len(n.state.pods)}-{id(n)}", name=f"b{id(n)}-{len(n.state.pods)}"))
+    pod = POOL[data.draw(st.integers(0, len(POOL) - 1))]
+    for name in GROUPED[1:]:
+        profile = get_profile(name)
+        score = profile.numa_score
+        if score is None:
+            continue
+        for n in nodes:
+            res = nrt_snn_filter(n, pod)
+            if not res.passed:
+                continue
+            got = score.score_on(n, pod, res.numa_count, 2)
+            for bound in (score.node_bound(n, pod), score.pod_bound(pod)):
+                assert bound is None or got <= bound, (name, n.machine.name, pod.shape)

@@ -31,7 +31,7 @@ from typing import Protocol
 from numalign.engine.policies import Scope
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name, is_memory_resource
-from numalign.machine.model import Machine, NumaNode
+from numalign.machine.model import Machine
 from numalign.node.state import NodeState, PodRecord
 from numalign.pods import (
     ContainerKind,
@@ -200,7 +200,8 @@ def zones_key(node: NodeView) -> Hashable:
     hit = _ZONES_KEYS.get(id(st))
     if hit is not None and hit[0]() is st and hit[1] is m and hit[2] == reserved:
         return hit[3]
-    memory = tuple(st.memory.amounts(n.id, res) for n in m.numa_nodes for res in _memory_resources(n))
+    memory = tuple((n, r, t.allocatable, t.free) for n, ns in st.memory.machine_state.items()
+                   for r, t in ns.memory_map.items())  # what MemoryState.amounts answers from
     key = (id(m), reserved, st.cpu.assigned_cpus(), memory, st.devices.taken())
     if len(_ZONES_KEYS) >= AMOUNTS_SIZE:
         _ZONES_KEYS.clear()
@@ -213,14 +214,23 @@ def zones_key(node: NodeView) -> Hashable:
 _ZONES_KEYS: dict[int, tuple[weakref.ref[NodeState], Machine, frozenset[int], Hashable]] = {}
 
 
-def _memory_resources(n: NumaNode) -> list[str]:
-    return [MEMORY, *(hugepage_resource_name(size) for size in n.hugepages)]
-
-
-#: :func:`numa_amounts` by :func:`zones_key` (with the machine, so that a reused id never
-#: matches); cleared beyond :data:`AMOUNTS_SIZE` entries
-_AMOUNTS: dict[Hashable, tuple[Machine, dict[int, ZoneAmounts]]] = {}
+#: :func:`numa_amounts` and :func:`available_key` by :func:`zones_key` (with the machine, so
+#: that a reused id never matches); cleared beyond :data:`AMOUNTS_SIZE` entries
+_AMOUNTS: dict[Hashable, tuple[Machine, dict[int, ZoneAmounts], Hashable]] = {}
 AMOUNTS_SIZE = 1 << 14
+
+
+def _zones(node: NodeView) -> tuple[dict[int, ZoneAmounts], Hashable]:
+    key = zones_key(node)
+    hit = _AMOUNTS.get(key)
+    if hit is not None and hit[0] is node.machine:
+        return hit[1], hit[2]
+    out = _numa_amounts(node.machine, node.state, node.reserved_cpus)
+    available = tuple((i, tuple(sorted(z.available.items()))) for i, z in sorted(out.items()))
+    if len(_AMOUNTS) >= AMOUNTS_SIZE:
+        _AMOUNTS.clear()
+    _AMOUNTS[key] = (node.machine, out, available)
+    return out, available
 
 
 def numa_amounts(node: NodeView) -> dict[int, ZoneAmounts]:
@@ -231,16 +241,14 @@ def numa_amounts(node: NodeView) -> dict[int, ZoneAmounts]:
     Computed once per distinct :func:`zones_key` (nodes alike share it); every call gets its
     own copy.
     """
-    key = zones_key(node)
-    hit = _AMOUNTS.get(key)
-    if hit is not None and hit[0] is node.machine:
-        out = hit[1]
-    else:
-        out = _numa_amounts(node.machine, node.state, node.reserved_cpus)
-        if len(_AMOUNTS) >= AMOUNTS_SIZE:
-            _AMOUNTS.clear()
-        _AMOUNTS[key] = (node.machine, out)
+    out, _ = _zones(node)
     return {i: ZoneAmounts(dict(z.capacity), dict(z.allocatable), dict(z.available)) for i, z in out.items()}
+
+
+def available_key(node: NodeView) -> Hashable:
+    """The ``available`` amounts of :func:`numa_amounts` as one value (NUMA id -> resource ->
+    amount), computed with them."""
+    return _zones(node)[1]
 
 
 def _numa_amounts(m: Machine, st: NodeState, reserved: frozenset[int]) -> dict[int, ZoneAmounts]:

@@ -21,7 +21,7 @@ from numalign.engine.policies import Policy, Scope
 from numalign.inputs.quantity import CPU, is_memory_resource
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
-from numalign.node.usage import numa_amounts, pod_numa_nodes, zones_key
+from numalign.node.usage import available_key, numa_amounts, pod_numa_nodes
 from numalign.pods import Pod, QOSClass, effective_pod_requests
 
 
@@ -88,9 +88,9 @@ def nrt_node_key(node: Node) -> Hashable:
     """Everything :func:`nrt_snn_filter` and the NRT scores
     (:class:`~numalign.scheduler.scorers.NrtLeastNumaNodes`,
     :class:`~numalign.scheduler.scorers.NrtZoneScore`) read of a node: its machine (NUMA
-    distances), policy and scope, and what its zones' amounts are made of
-    (:func:`~numalign.node.usage.zones_key`)."""
-    return (node.node_policy, node.node_scope, zones_key(node))
+    distances), policy and scope, and its zones' available amounts
+    (:func:`~numalign.node.usage.available_key`)."""
+    return (id(node.machine), node.node_policy, node.node_scope, available_key(node))
 
 
 def _numa_affine(res: str) -> bool:

@@ -35,6 +35,7 @@ from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult
+from numalign.scheduler.scorers import NumaScore
 
 #: distinct node keys (and their answers) remembered; all are dropped beyond it
 KEYS_SIZE = 1 << 16
@@ -71,6 +72,8 @@ class NodeGroups:
         #: pod uid or key -> nodes that held it when their numbers were computed
         self._holders: dict[str, set[int]] = {}
         self.answers: dict[AnswerKey, Answer] = {}
+        #: the NUMA score's node bound per (key number, pod shape, container names)
+        self.bounds: dict[AnswerKey, int | None] = {}
 
     def refresh(self, idx: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The key numbers of nodes ``idx`` now (computing those of nodes changed since)."""
@@ -80,6 +83,7 @@ class NodeGroups:
             if len(self._numbers) + stale.size > KEYS_SIZE:
                 self._numbers.clear()
                 self.answers.clear()
+                self.bounds.clear()
                 self.number_version.fill(-1)
                 stale = idx
             for i in stale.tolist():
@@ -118,6 +122,16 @@ class NodeGroups:
         if len(self.answers) >= ANSWERS_SIZE:
             self.answers.clear()
         self.answers[key] = answer
+
+    def bound(self, key: AnswerKey, score: NumaScore, node: Node, pod: Pod) -> int | None:
+        """``score``'s node bound (:meth:`~numalign.scheduler.scorers.NumaScore.node_bound`)
+        of a group for a pod shape, read on ``node`` (one of the group) once."""
+        if key in self.bounds:
+            return self.bounds[key]
+        if len(self.bounds) >= ANSWERS_SIZE:
+            self.bounds.clear()
+        out = self.bounds[key] = score.node_bound(node, pod)
+        return out
 
 
 __all__ = ["ANSWERS_SIZE", "KEYS_SIZE", "Answer", "AnswerKey", "NodeGroups", "NodeKey"]

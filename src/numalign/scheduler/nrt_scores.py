@@ -314,6 +314,24 @@ def _distance_totals(
     return combos, np.array(totals, dtype=np.int64), min(min(totals, default=cap), cap)
 
 
+def fewest_zones(qos: QOSClass, zones: Sequence[NumaZone], resources: Amounts) -> int:
+    """A lower bound of the zone count :func:`numa_nodes_required` answers (when it answers
+    one): for every request :func:`_fits` checks, the fewest zones whose largest amounts add
+    up to it (0 for a request with nothing to check; the zone count when even all fall short)."""
+    fewest = 0
+    for res, qty in resources.items():
+        if qty == 0 or (qos is not QOSClass.GUARANTEED and is_numa_affine(res)):
+            continue
+        total = k = 0
+        for have in sorted((z.resources.get(res, 0) for z in zones), reverse=True):
+            if total >= qty:
+                break
+            total += have
+            k += 1
+        fewest = max(fewest, k if total >= qty else len(zones))
+    return fewest
+
+
 def only_non_numa_resources(zones: Sequence[NumaZone], resources: Amounts) -> bool:
     """``onlyNonNUMAResources``: no zone publishes any of the requested resources."""
     return not any(res in z.resources for res in resources for z in zones)
@@ -375,6 +393,7 @@ __all__ = [
     "NumaZone",
     "balanced_allocation_zone",
     "container_scope_score",
+    "fewest_zones",
     "find_suitable_combination",
     "least_allocated_zone",
     "least_numa_container_scope_score",

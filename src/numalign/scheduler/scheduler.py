@@ -292,20 +292,26 @@ class Scheduler:
             bound = self._numa_bounds(pod, shape)
             uniform = self._bound_uniform.get(shape)
             bound_max = uniform if uniform is not None else float(bound[idx].max())
+            own = numa.pod_bound(pod)
+            if own is not None:
+                bound_max = min(bound_max, float(w * own))
         names = tuple(ct.name for ct in pod.containers)
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
         checks = 0
         best: Placement | None = None
-        for p in first.tolist():
-            j = int(order[p])
-            s = float(scores[j])
-            if best is not None and s + bound_max <= best.score:
+        heads = order[first]  # each group's first candidate, in walk order
+        aware = numa is not None and numa.node_aware
+        best_total = 0.0
+        for s, i, number in zip(scores[heads].tolist(), idx[heads].tolist(), ordered[first].tolist(), strict=True):
+            if best is not None and s + bound_max <= best_total:
                 break  # no later group can beat the best total, even with its best NUMA score
-            i = int(idx[j])
-            number = int(ordered[p])
+            key = (number, shape, names)
+            if best is not None and numa is not None:  # this group's own bound, if its score has one
+                own = groups.bound(key, numa, c.nodes[i].node, pod)
+                if own is not None and s + w * own <= best_total:
+                    continue
             answer = local.get(number)
             if answer is None:
-                key = (number, shape, names)
                 answer = groups.answers.get(key)
                 if answer is None:
                     res = self.profile.filter(c.nodes[i].node, pod)
@@ -321,10 +327,12 @@ class Scheduler:
             total = s
             if numa is not None:
                 if answer.score is None:
-                    answer.score = self._numa_score(i, pod, shape, res.numa_count)
+                    answer.score = (numa.score_on(c.nodes[i].node, pod, res.numa_count, c.max_numa) if aware
+                                    else self._numa_score(i, pod, shape, res.numa_count))
                 total += w * answer.score
-            if best is None or total > best.score:
+            if best is None or total > best_total:
                 best = Placement(i, c.nodes[i].name, res.numa_count, total)
+                best_total = total
         if best is None:
             return None, local[int(ordered[-1])].result.reason, checks
         return best, None, checks

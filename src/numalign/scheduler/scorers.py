@@ -143,6 +143,17 @@ class NumaScore(ABC):
         NUMA nodes there. Count-based scores ignore the node; node-aware ones read it."""
         return self.scores((count,), max_numa)[0]
 
+    def pod_bound(self, pod: Pod) -> int | None:
+        """The highest score ``pod`` can get on any node, when the pod alone says more than
+        :meth:`bound` (None: it does not). Also used to stop a search early."""
+        return None
+
+    def node_bound(self, node: Node, pod: Pod) -> int | None:
+        """The highest score ``pod`` can get on ``node``, read cheaply from the node (never
+        more than :meth:`score_on` answers there; None: nothing better than the bounds above).
+        A node-aware score's bound reads only what the profile's node key holds."""
+        return None
+
 
 class AbsoluteNumaScore(NumaScore):
     """A NUMA score of each candidate on its own, never rising with the count."""
@@ -225,6 +236,12 @@ class NrtZoneScore(NumaScore):
     def bound(self, fewest: int, max_numa: int) -> int:
         return nrt_scores.MAX_NODE_SCORE
 
+    def node_bound(self, node: Node, pod: Pod) -> int | None:
+        """Exactly 0 on a node that is not ``single-numa-node`` (for a Guaranteed pod)."""
+        if pod.qos is QOSClass.GUARANTEED and node.node_policy is not Policy.SINGLE_NUMA_NODE:
+            return 0
+        return None
+
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
         if pod.qos is not QOSClass.GUARANTEED:
             return nrt_scores.MAX_NODE_SCORE
@@ -257,6 +274,30 @@ class NrtLeastNumaNodes(NumaScore):
         # the published view may need fewer zones than the engine (non-Guaranteed pods'
         # cpu/memory fit anywhere there), so only the trivial bound is safe
         return nrt_scores.MAX_NODE_SCORE
+
+    def pod_bound(self, pod: Pod) -> int | None:
+        """A Guaranteed pod asking for cpu or memory, which every zone publishes
+        (:func:`nrt_zones`), needs at least one zone in both scopes: at most
+        ``normalize_score(1, True)``."""
+        if pod.qos is not QOSClass.GUARANTEED:
+            return None
+        if not any(r in c.requests for c in pod.containers for r in ("cpu", "memory")):
+            return None
+        return nrt_scores.normalize_score(1, True)
+
+    def node_bound(self, node: Node, pod: Pod) -> int | None:
+        """For such a pod, :func:`~numalign.scheduler.nrt_scores.fewest_zones` of the
+        node's zones: no combination of fewer zones holds the request (pod scope) or the largest
+        container's (container scope: containers only take from the zones, so each needs at
+        least as many zones as on the full ones)."""
+        if self.pod_bound(pod) is None:
+            return None
+        zones = nrt_zones(node)
+        if node.node_scope is Scope.POD:
+            fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod))
+        else:
+            fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req) for req in _container_requests(pod))
+        return nrt_scores.normalize_score(max(1, fewest), True)
 
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
         if pod.qos is not QOSClass.GUARANTEED:
