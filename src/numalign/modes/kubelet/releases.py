@@ -202,9 +202,11 @@ def check_startup(kc: KubeletConfig, release: KubeletRelease) -> PolicyOptions:
     gates = {**release.gate_defaults(), **kc.feature_gates}
     tm = dict(kc.topology_manager_policy_options)
     if tm and not gates[TM_OPTIONS_GATE]:
+        # cmd/kubelet/app/server.go: one gate named since kubernetes#116093 (1.27)
         raise InputError(
             f"topology manager policy options {_go_map(tm)} require feature gates "
-            f'"{TM_OPTIONS_GATE}" enabled', "kubelet.topologyManagerPolicyOptions")
+            f'"{TM_OPTIONS_GATE}" enabled (kubelet {release.name} refuses to start)',
+            "kubelet.topologyManagerPolicyOptions")
     try:
         options = parse_options(tm, "kubelet.topologyManagerPolicyOptions", gates,
                                 release.tm_options)
