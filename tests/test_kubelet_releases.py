@@ -165,10 +165,9 @@ def test_locked_gates_per_release(minor: int) -> None:
 
 @pytest.mark.parametrize("minor", MINORS)
 def test_options_gate_errors_per_release(minor: int) -> None:
-    """The "options require feature gates" refusals of cmd/kubelet/app/server.go, in full: one
-    gate named for the Topology Manager (the text @4a0608cb; kubernetes#116093 took the
-    TopologyManager gate out of the check in 1.27), two for the CPU manager while its options
-    gate can be switched off (to 1.32), the locked-gate refusal from 1.33."""
+    """The "options require feature gates" refusals of cmd/kubelet/app/server.go, in full (the
+    text @4a0608cb): one gate named for the Topology Manager, two for the CPU manager while its
+    options gate can be switched off (to 1.32), the locked-gate refusal from 1.33."""
     tm = _start(minor, topologyManagerPolicyOptions={MAX_ALLOWABLE: "8", PREFER_CLOSEST: "true"},
                 featureGates={"TopologyManagerPolicyOptions": False})
     assert tm == ('kubelet.topologyManagerPolicyOptions: topology manager policy options '
