@@ -322,11 +322,12 @@ def test_the_exported_nrt_carries_the_release_and_the_extender_reads_it() -> Non
 # ------------------------------------------------------------------ the docs table is the model
 
 _DOCS = Path(__file__).parent.parent / "docs" / "kubelet-releases.md"
-_LEVEL = {"α": "alpha", "β": "beta", "GA": "stable", "–": None}
+#: the table's maturity marks (alpha, beta, GA, en dash = unknown to the release)
+_LEVEL = {"\u03b1": "alpha", "\u03b2": "beta", "GA": "stable", "\u2013": None}
 
 
 def _docs_rows() -> dict[str, list[str]]:
-    """docs/kubelet-releases.md's release × behaviour rows: name -> one cell per modelled
+    """docs/kubelet-releases.md's release-by-behaviour rows: name -> one cell per modelled
     release, the \\* (not confirmed in source) taken off."""
     rows: dict[str, list[str]] = {}
     for line in _DOCS.read_text().splitlines():
