@@ -163,12 +163,40 @@ def test_locked_gates_per_release(minor: int) -> None:
                '"CPUManagerPolicyOptions" enabled' in msg
 
 
-def test_topology_manager_options_gate() -> None:
-    msg = _start(34, topologyManagerPolicyOptions={PREFER_CLOSEST: "true"},
-                 featureGates={"TopologyManagerPolicyOptions": False})
-    assert msg == ('kubelet.topologyManagerPolicyOptions: topology manager policy options '
-                   'map[prefer-closest-numa-nodes:true] require feature gates '
-                   '"TopologyManagerPolicyOptions" enabled')
+@pytest.mark.parametrize("minor", MINORS)
+def test_options_gate_errors_per_release(minor: int) -> None:
+    """The "options require feature gates" refusals of cmd/kubelet/app/server.go, in full (the
+    text @4a0608cb): one gate named for the Topology Manager, two for the CPU manager while its
+    options gate can be switched off (to 1.32), the locked-gate refusal from 1.33."""
+    tm = _start(minor, topologyManagerPolicyOptions={MAX_ALLOWABLE: "8", PREFER_CLOSEST: "true"},
+                featureGates={"TopologyManagerPolicyOptions": False})
+    assert tm == ('kubelet.topologyManagerPolicyOptions: topology manager policy options '
+                  'map[max-allowable-numa-nodes:8 prefer-closest-numa-nodes:true] require feature gates '
+                  f'"TopologyManagerPolicyOptions" enabled (kubelet v1.{minor} refuses to start)')
+    cpu_msg = _start(minor, cpuManagerPolicy="static", reservedSystemCPUs="0",
+                     cpuManagerPolicyOptions={"full-pcpus-only": "true", "align-by-socket": "false"},
+                     featureGates={"CPUManagerPolicyOptions": False})
+    if rel.RELEASES[minor].gates[rel.CPU_OPTIONS_GATE].locked:
+        assert cpu_msg == ("kubelet.featureGates.CPUManagerPolicyOptions: cannot set feature gate "
+                           f"CPUManagerPolicyOptions to false, feature is locked to true (kubelet v1.{minor})")
+    else:
+        assert cpu_msg == ('kubelet.cpuManagerPolicyOptions: CPU Manager policy options '
+                           'map[align-by-socket:false full-pcpus-only:true] require feature gates '
+                           f'"CPUManager", "CPUManagerPolicyOptions" enabled (kubelet v1.{minor} refuses to start)')
+
+
+@pytest.mark.parametrize("minor", [m for m in MINORS if rel.TM_OPTIONS[MAX_ALLOWABLE].get(m) == "beta"])
+def test_topology_manager_gate_error_wording_per_release(minor: int) -> None:
+    """CheckPolicyOptionAvailable's words, in full: Capitalised to 1.31, lower case from 1.32
+    (policy_options_test.go @4a0608cb and @3ee28e97)."""
+    msg = _start(minor, topologyManagerPolicyOptions={MAX_ALLOWABLE: "8"},
+                 featureGates={"TopologyManagerPolicyBetaOptions": False})
+    words = "Topology Manager Policy Beta-level Options not enabled"
+    if minor >= 32:
+        words = words.lower()
+    assert msg == (f'kubelet.topologyManagerPolicyOptions.max-allowable-numa-nodes: {words}, but option '
+                   '"max-allowable-numa-nodes" provided (featureGates TopologyManagerPolicyBetaOptions: '
+                   f'false) (kubelet v1.{minor} refuses to start)')
 
 
 @pytest.mark.parametrize(("value", "ok"), [("7", False), ("8", True), ("34", True), ("x", False)])
@@ -289,3 +317,43 @@ def test_the_exported_nrt_carries_the_release_and_the_extender_reads_it() -> Non
             a["value"] = "1.x"
     with pytest.raises(InputError, match=f"attributes.{ATTR_KUBELET_VERSION}: '1.x' is not"):
         engine_from_nrt(doc)
+
+
+# ------------------------------------------------------------------ the docs table is the model
+
+_DOCS = Path(__file__).parent.parent / "docs" / "kubelet-releases.md"
+#: the table's maturity marks (alpha, beta, GA, en dash = unknown to the release)
+_LEVEL = {"\u03b1": "alpha", "\u03b2": "beta", "GA": "stable", "\u2013": None}
+
+
+def _docs_rows() -> dict[str, list[str]]:
+    """docs/kubelet-releases.md's release-by-behaviour rows: name -> one cell per modelled
+    release, the \\* (not confirmed in source) taken off."""
+    rows: dict[str, list[str]] = {}
+    for line in _DOCS.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == len(MINORS) + 2 and cells[0] not in ("behaviour", "---"):
+            rows[cells[0]] = [c.replace("\\*", "").strip() for c in cells[1:-1]]
+    return rows
+
+
+def test_the_docs_table_says_what_the_model_decides() -> None:
+    """Every option, wording, gate and hint row of the table, release by release, against the
+    rows in releases.py (a cell changed in one and not the other fails here)."""
+    rows = _docs_rows()
+    for prefix, table in (("TM", rel.TM_OPTIONS), ("CPU", rel.CPU_OPTIONS)):
+        for option, by_minor in table.items():
+            cells = rows[f"{prefix} `{option}`"]
+            assert [_LEVEL[c] for c in cells] == [by_minor.get(m) for m in MINORS], option
+    wording = rows["TM gate error wording (`policy_options.go`)"]
+    assert [c.startswith("lower") for c in wording] == [rel.RELEASES[m].tm_options.lower_case for m in MINORS]
+    for gate, row in ((rel.CPU_OPTIONS_GATE, "gate `CPUManagerPolicyOptions`"),
+                      (rel.MEMORY_MANAGER_GATE, "gate `MemoryManager` (memory manager)"),
+                      (rel.TM_OPTIONS_GATE, "gate `TopologyManagerPolicyOptions`")):
+        got = [("locked" in c, "on" in c or "locked" in c) for c in rows[row]]
+        want = [(rel.RELEASES[m].gates[gate].locked, rel.RELEASES[m].gates[gate].default) for m in MINORS]
+        assert got == want, gate
+    devices = rows["device manager hints: NUMA nodes enumerated"]
+    assert [c == "all" for c in devices] == [
+        rel.RELEASES[m].device_hints is rel.DeviceHints.ALL_NUMA_NODES for m in MINORS]
+    assert all(c == "1 gate" for c in rows["TM options-gate error (`server.go`)"])

@@ -7,8 +7,8 @@ the admission chain. ``node/rules.py`` resolves a node's row once (:func:`releas
 checks the node's kubelet configuration against it as the kubelet checks it at start-up
 (:func:`check_startup`); admission, the scheduler, the extender and the launcher ask the
 resolved rules and never compare releases. Every cell's upstream source is in
-``docs/kubelet-releases.md``; the table there is generated from these rows
-(``tests/test_kubelet_releases.py`` compares them).
+``docs/kubelet-releases.md``, whose table states these rows
+(``tests/test_kubelet_releases.py`` compares the two).
 """
 
 from __future__ import annotations
@@ -202,9 +202,11 @@ def check_startup(kc: KubeletConfig, release: KubeletRelease) -> PolicyOptions:
     gates = {**release.gate_defaults(), **kc.feature_gates}
     tm = dict(kc.topology_manager_policy_options)
     if tm and not gates[TM_OPTIONS_GATE]:
+        # cmd/kubelet/app/server.go @4a0608cb names this one gate (docs/kubelet-releases.md)
         raise InputError(
             f"topology manager policy options {_go_map(tm)} require feature gates "
-            f'"{TM_OPTIONS_GATE}" enabled', "kubelet.topologyManagerPolicyOptions")
+            f'"{TM_OPTIONS_GATE}" enabled (kubelet {release.name} refuses to start)',
+            "kubelet.topologyManagerPolicyOptions")
     try:
         options = parse_options(tm, "kubelet.topologyManagerPolicyOptions", gates,
                                 release.tm_options)
