@@ -24,6 +24,7 @@ from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.node.plan_cache import PlanCache
 from numalign.pods import Pod, effective_pod_requests
+from numalign.scheduler.gc_pause import collector_paused
 
 
 def node_allocatable(machine: Machine) -> dict[str, int]:
@@ -86,7 +87,8 @@ class Cluster:
     """Nodes, their engines and the node-level resource arrays."""
 
     def __init__(self, nodes: Iterable[tuple[str, Machine]]) -> None:
-        self.nodes: list[ClusterNode] = [ClusterNode(name, Node(m)) for name, m in nodes]
+        with collector_paused():  # engines hold no cycles: nothing for the collector to find
+            self.nodes: list[ClusterNode] = [ClusterNode(name, Node(m)) for name, m in nodes]
         #: admissions replayed between nodes in the same situation (exact: see plan_cache)
         self.plan_cache = PlanCache()
         for n in self.nodes:

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from numalign.scheduler.gc_pause import collector_paused
 from numalign.sim.metrics import Point, ProfileSeries
 from numalign.sim.release_summary import release_lines
 
@@ -863,7 +864,8 @@ def write_report(
     summary_path = os.path.join(out, "summary.json")
     report_path = os.path.join(out, "report.html")
     _write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    figures = render_figures(summary, series, heatmap) if plotting_available() else []
+    with collector_paused():  # the caller's heap (a replay's) is not walked figure after figure
+        figures = render_figures(summary, series, heatmap) if plotting_available() else []
     _write_atomic(report_path, render_html(summary, figures, title))
     return summary_path, report_path
 
