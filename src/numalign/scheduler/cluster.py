@@ -58,6 +58,8 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
 FREEZE_FROM_NUMA_NODES = 8000
 #: binds between two :func:`_freeze_long_lived` calls
 FREEZE_EVERY_BINDS = 256
+#: request vectors (and :meth:`Cluster.any_fits` answers) remembered; beyond, they start over
+VECTORS_KEPT = 4096
 
 
 def _freeze_long_lived(collect: bool) -> None:
@@ -105,6 +107,13 @@ class Cluster:
         self.requested: npt.NDArray[np.int64] = np.zeros(shape, dtype=np.int64)
         #: allocatable - requested, kept up to date by bind/unbind
         self.free: npt.NDArray[np.int64] = self.allocatable.copy()
+        #: :attr:`free` column by column (a row per resource, contiguous), for :meth:`any_fits`
+        self._free_by_col: npt.NDArray[np.int64] = np.ascontiguousarray(self.free.T)
+        #: binds and unbinds so far: :meth:`any_fits` answers again only after one
+        self.changes = 0
+        self._any_fits: dict[bytes, tuple[int, bool]] = {}
+        #: pod shape -> its request vector (read-only), :meth:`request_vector`'s answers
+        self._vectors: dict[object, npt.NDArray[np.int64] | None] = {}
         self.version: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
         by_machine: dict[int, list[int]] = {}
         for i, n in enumerate(self.nodes):
@@ -133,8 +142,20 @@ class Cluster:
         return hit
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64] | None:
-        """The pod's node-level request (effective requests); None if it asks for a resource
-        no node has."""
+        """The pod's node-level request (effective requests; read-only, shared by the pods
+        of one :attr:`~numalign.pods.Pod.shape`); None if it asks for a resource no node has."""
+        shape = pod.shape
+        if shape in self._vectors:
+            return self._vectors[shape]
+        vec = self._request_vector(pod)
+        if vec is not None:
+            vec.setflags(write=False)
+        if len(self._vectors) >= VECTORS_KEPT:
+            self._vectors.clear()
+        self._vectors[shape] = vec
+        return vec
+
+    def _request_vector(self, pod: Pod) -> npt.NDArray[np.int64] | None:
         vec = np.zeros(len(self.resources), dtype=np.int64)
         for r, v in effective_pod_requests(pod).items():
             if v <= 0:
@@ -155,6 +176,24 @@ class Cluster:
         ok: npt.NDArray[np.bool_] = np.all(free[:, need] >= vec[need], axis=1)
         return ok
 
+    def any_fits(self, vec: npt.NDArray[np.int64]) -> bool:
+        """``fits(vec).any()``: whether some node has ``vec`` free - column by column, and
+        remembered per vector until the next bind or unbind."""
+        key = vec.tobytes()
+        hit = self._any_fits.get(key)
+        if hit is not None and hit[0] == self.changes:
+            return hit[1]
+        ok: npt.NDArray[np.bool_] | None = None
+        by_col = self._free_by_col
+        for col in np.flatnonzero(vec).tolist():
+            here = by_col[col] >= vec[col]
+            ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        answer = bool(len(self.nodes)) if ok is None else bool(ok.any())
+        if len(self._any_fits) >= VECTORS_KEPT:
+            self._any_fits.clear()
+        self._any_fits[key] = (self.changes, answer)
+        return answer
+
     def fits_range(self, vec: npt.NDArray[np.int64], a: int, b: int) -> npt.NDArray[np.bool_]:
         """:meth:`fits` for the nodes ``a .. b-1`` only."""
         free = self.free
@@ -172,7 +211,9 @@ class Cluster:
         self.nodes[i].pods[pod.uid] = pod
         self.requested[i] += vec
         self.free[i] -= vec
+        self._free_by_col[:, i] = self.free[i]
         self.version[i] += 1
+        self.changes += 1
 
     def unbind(self, i: int, pod: Pod) -> None:
         cn = self.nodes[i]
@@ -182,8 +223,10 @@ class Cluster:
         if vec is not None:
             self.requested[i] -= vec
             self.free[i] += vec
+            self._free_by_col[:, i] = self.free[i]
         cn.node.release(pod.uid)
         self.version[i] += 1
+        self.changes += 1
 
     def names(self, idx: Sequence[int]) -> list[str]:
         return [self.nodes[i].name for i in idx]
