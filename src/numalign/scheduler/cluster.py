@@ -60,6 +60,8 @@ FREEZE_FROM_NUMA_NODES = 8000
 FREEZE_EVERY_BINDS = 256
 #: request vectors (and :meth:`Cluster.any_fits` answers) remembered; beyond, they start over
 VECTORS_KEPT = 4096
+#: binds and unbinds :meth:`Cluster.any_fits` can look back on; beyond, the log starts over
+CHANGE_LOG_KEPT = 1 << 16
 
 
 def _freeze_long_lived(collect: bool) -> None:
@@ -109,9 +111,12 @@ class Cluster:
         self.free: npt.NDArray[np.int64] = self.allocatable.copy()
         #: :attr:`free` column by column (a row per resource, contiguous), for :meth:`any_fits`
         self._free_by_col: npt.NDArray[np.int64] = np.ascontiguousarray(self.free.T)
-        #: binds and unbinds so far: :meth:`any_fits` answers again only after one
-        self.changes = 0
-        self._any_fits: dict[bytes, tuple[int, bool]] = {}
+        #: the nodes of the binds and unbinds since change number :attr:`_log_start` (a
+        #: bounded log: it starts over beyond :data:`CHANGE_LOG_KEPT`), for :meth:`any_fits`
+        self._log: list[int] = []
+        self._log_start = 0
+        #: request vector (bytes) -> (change number, a node with it free or -1 for none)
+        self._any_fits: dict[bytes, tuple[int, int]] = {}
         #: pod shape -> its request vector (read-only), :meth:`request_vector`'s answers
         self._vectors: dict[object, npt.NDArray[np.int64] | None] = {}
         self.version: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
@@ -177,22 +182,48 @@ class Cluster:
         return ok
 
     def any_fits(self, vec: npt.NDArray[np.int64]) -> bool:
-        """``fits(vec).any()``: whether some node has ``vec`` free - column by column, and
-        remembered per vector until the next bind or unbind."""
+        """``fits(vec).any()``: whether some node has ``vec`` free. The answer is kept per
+        vector with a witness (a node that had it free) or none: a witness that still has it
+        free answers yes; a "none" is checked again on the nodes changed since only (a node
+        that did not change still lacks it); else every node is looked at, column by column."""
         key = vec.tobytes()
         hit = self._any_fits.get(key)
-        if hit is not None and hit[0] == self.changes:
-            return hit[1]
+        now = self._log_start + len(self._log)
+        if hit is not None and hit[0] >= self._log_start:
+            at, witness = hit
+            free = self.free
+            if witness >= 0:
+                if bool((free[witness] >= vec).all()):
+                    return True
+            else:
+                for i in set(self._log[at - self._log_start:]):
+                    if bool((free[i] >= vec).all()):
+                        self._any_fits[key] = (now, i)
+                        return True
+                self._any_fits[key] = (now, -1)
+                return False
         ok: npt.NDArray[np.bool_] | None = None
         by_col = self._free_by_col
         for col in np.flatnonzero(vec).tolist():
             here = by_col[col] >= vec[col]
             ok = here if ok is None else np.logical_and(ok, here, out=ok)
-        answer = bool(len(self.nodes)) if ok is None else bool(ok.any())
+        if ok is None:
+            witness = 0 if self.nodes else -1
+        else:
+            first = int(ok.argmax()) if ok.size else 0
+            witness = first if ok.size and bool(ok[first]) else -1
         if len(self._any_fits) >= VECTORS_KEPT:
             self._any_fits.clear()
-        self._any_fits[key] = (self.changes, answer)
-        return answer
+        self._any_fits[key] = (now, witness)
+        return witness >= 0
+
+    def _changed(self, i: int) -> None:
+        """Node ``i``'s free amounts changed (a bind or an unbind)."""
+        self._free_by_col[:, i] = self.free[i]
+        if len(self._log) >= CHANGE_LOG_KEPT:
+            self._log_start += len(self._log)
+            self._log = []
+        self._log.append(i)
 
     def fits_range(self, vec: npt.NDArray[np.int64], a: int, b: int) -> npt.NDArray[np.bool_]:
         """:meth:`fits` for the nodes ``a .. b-1`` only."""
@@ -211,9 +242,8 @@ class Cluster:
         self.nodes[i].pods[pod.uid] = pod
         self.requested[i] += vec
         self.free[i] -= vec
-        self._free_by_col[:, i] = self.free[i]
+        self._changed(i)
         self.version[i] += 1
-        self.changes += 1
 
     def unbind(self, i: int, pod: Pod) -> None:
         cn = self.nodes[i]
@@ -223,10 +253,9 @@ class Cluster:
         if vec is not None:
             self.requested[i] -= vec
             self.free[i] += vec
-            self._free_by_col[:, i] = self.free[i]
+            self._changed(i)
         cn.node.release(pod.uid)
         self.version[i] += 1
-        self.changes += 1
 
     def names(self, idx: Sequence[int]) -> list[str]:
         return [self.nodes[i].name for i in idx]
