@@ -115,8 +115,9 @@ class Cluster:
         #: bounded log: it starts over beyond :data:`CHANGE_LOG_KEPT`), for :meth:`any_fits`
         self._log: list[int] = []
         self._log_start = 0
-        #: request vector (bytes) -> (change number, a node with it free or -1 for none)
-        self._any_fits: dict[bytes, tuple[int, int]] = {}
+        #: request vector (bytes) -> (change number, a node with it free or -1 for none, that
+        #: node's version then)
+        self._any_fits: dict[bytes, tuple[int, int, int]] = {}
         #: pod shape -> its request vector (read-only), :meth:`request_vector`'s answers
         self._vectors: dict[object, npt.NDArray[np.int64] | None] = {}
         self.version: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
@@ -190,17 +191,20 @@ class Cluster:
         hit = self._any_fits.get(key)
         now = self._log_start + len(self._log)
         if hit is not None and hit[0] >= self._log_start:
-            at, witness = hit
-            free = self.free
+            at, witness, version = hit
             if witness >= 0:
-                if bool((free[witness] >= vec).all()):
+                if int(self.version[witness]) == version:  # unchanged: still has it free
+                    return True
+                if bool((self.free[witness] >= vec).all()):
+                    self._any_fits[key] = (now, witness, int(self.version[witness]))
                     return True
             else:
-                for i in set(self._log[at - self._log_start:]):
-                    if bool((free[i] >= vec).all()):
-                        self._any_fits[key] = (now, i)
-                        return True
-                self._any_fits[key] = (now, -1)
+                if at < now:
+                    for i in set(self._log[at - self._log_start:]):
+                        if bool((self.free[i] >= vec).all()):
+                            self._any_fits[key] = (now, i, int(self.version[i]))
+                            return True
+                    self._any_fits[key] = (now, -1, 0)
                 return False
         ok: npt.NDArray[np.bool_] | None = None
         by_col = self._free_by_col
@@ -214,7 +218,7 @@ class Cluster:
             witness = first if ok.size and bool(ok[first]) else -1
         if len(self._any_fits) >= VECTORS_KEPT:
             self._any_fits.clear()
-        self._any_fits[key] = (now, witness)
+        self._any_fits[key] = (now, witness, int(self.version[witness]) if witness >= 0 else 0)
         return witness >= 0
 
     def _changed(self, i: int) -> None:
