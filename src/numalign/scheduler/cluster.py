@@ -76,6 +76,21 @@ def _freeze_long_lived(collect: bool) -> None:
     gc.freeze()
 
 
+def _fresh_nodes(nodes: Iterable[tuple[str, Machine]]) -> list[ClusterNode]:
+    """An empty node per entry: the first of each machine object built, the others its
+    twins (:meth:`Node.twin`: the machine's rules and figures are resolved once)."""
+    first: dict[int, Node] = {}
+    out: list[ClusterNode] = []
+    for name, m in nodes:
+        template = first.get(id(m))
+        if template is None:
+            node = first[id(m)] = Node(m)
+        else:
+            node = template.twin()
+        out.append(ClusterNode(name, node))
+    return out
+
+
 @dataclass
 class ClusterNode:
     name: str
@@ -92,7 +107,7 @@ class Cluster:
 
     def __init__(self, nodes: Iterable[tuple[str, Machine]]) -> None:
         with collector_paused():  # engines hold no cycles: nothing for the collector to find
-            self.nodes: list[ClusterNode] = [ClusterNode(name, Node(m)) for name, m in nodes]
+            self.nodes: list[ClusterNode] = _fresh_nodes(nodes)
         #: admissions replayed between nodes in the same situation (exact: see plan_cache)
         self.plan_cache = PlanCache()
         for n in self.nodes:
