@@ -16,7 +16,7 @@ from numalign.sim.sources import parse_workload_spec
 def test_twins_decide_as_fresh_nodes(name: str) -> None:
     nodes = builtin_cluster(name)
     machines = list({id(m): m for _, m in nodes}.values())
-    pods = parse_workload_spec("synthetic:count=40,seed=11", None, cluster=nodes).pods
+    pods = parse_workload_spec("synthetic:count=24,seed=11", None, cluster=nodes).pods
     for m in machines:
         template = Node(m)
         twin, fresh = template.twin(), Node(m)
