@@ -2,8 +2,9 @@
 ``--help``) imports no heavy module - numpy, yaml, the Kubernetes adapter, the simulator, the
 scheduler, the launcher's library, the node engine - and not even :mod:`typing` or
 :mod:`dataclasses`; ``admit`` on a kubelet node loads the node engine and nothing of the other
-families, the scheduler, the state directory or the help pages. Checked with
-``python -X importtime`` in a subprocess (what was imported, not how long it took: timings are
+families, the scheduler, the state directory, the help pages, the kubelet version parser, the
+``--explain`` release notes or the node-wide NUMA amounts, each until it is used. Checked in a
+subprocess from ``python -X importtime`` or ``sys.modules`` (what was imported, not how long it took: timings are
 not reliable on a shared box; ``benchmarks/startup_bench.py`` measures them).
 """
 
