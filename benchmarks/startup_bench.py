@@ -19,7 +19,9 @@ numalign that a plain ``admit`` loads (found by running it once, so the row foll
 and importing numalign's modules that ``admit`` loads, without doing anything. Printed below
 the table: ``admit``'s median CPU split into the interpreter, the other libraries, numalign's
 own modules (class creation included: each dataclass generates and compiles its methods when
-its module is imported) and the work itself, with the number of dataclasses on the path.
+its module is imported) and the work itself, with the number of dataclasses on the path. When
+valgrind is installed, the same split in instructions (callgrind, one run each: a count that a
+loaded machine does not inflate), with the instructions spent compiling generated methods.
 """
 
 from __future__ import annotations
@@ -122,6 +124,60 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
+#: the floor rows and ``admit``, counted in instructions as well
+FLOOR = ("python -c pass", "import argparse", "import argparse, yaml", "+ json, dataclasses")
+
+
+def _as_file(argv: list[str], tmp: Path, k: int) -> list[str]:
+    """``python -c CODE`` as ``python FILE``: ``-c`` itself runs through ``PyRun_StringFlags``."""
+    if len(argv) == 3 and argv[1] == "-c":
+        path = tmp / f"row{k}.py"
+        path.write_text(argv[2] + "\n")
+        return [argv[0], str(path)]
+    return argv
+
+
+def callgrind(argv: list[str], env: dict[str, str], toggle: str | None = None) -> int:
+    """Instructions ``argv`` executes (valgrind's callgrind); with ``toggle``, only those inside
+    that C function."""
+    opts = ["--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    if toggle:
+        opts.append(f"--toggle-collect={toggle}")
+    proc = subprocess.run(["valgrind", *opts, *argv], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True)
+    for line in proc.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1])
+    raise RuntimeError(f"no instruction count from valgrind: {proc.stderr[-500:]}")
+
+
+def print_instructions(table: list[tuple[str, list[str]]], env: dict[str, str]) -> None:
+    """The floor rows, admit's libraries and numalign modules, and ``admit`` in instructions
+    (one run each: the count does not depend on the machine's load, unlike time), and how many
+    of them compile source text at run time (``PyRun_StringFlags``: the methods dataclasses and
+    namedtuples generate). Skipped without valgrind."""
+    if shutil.which("valgrind") is None:
+        print("  (valgrind not found: no instruction counts)")
+        return
+    rows = dict(table)
+    names = [*FLOOR, table[5][0], table[6][0], "admit, one pod"]
+    with tempfile.TemporaryDirectory(prefix="numalign-startup-") as tmp:
+        argvs = {n: _as_file(rows[n], Path(tmp), k) for k, n in enumerate(names)}
+        ins = {n: callgrind(argvs[n], env) / 1e6 for n in names}
+        text = {n: callgrind(argvs[n], env, "PyRun_StringFlags") / 1e6 for n in names[-3:]}
+    print("  instructions (valgrind callgrind, one run each), millions; compiled at run time:")
+    for n in names:
+        compiled = f"   {text[n]:7.1f}" if n in text else ""
+        print(f"  {n:<30} {ins[n]:9.1f}{compiled}")
+    libs, own, admit = names[-3:]
+    print(f"  admit, {ins[admit]:.1f} M = the interpreter {ins[FLOOR[0]]:.1f} + argparse "
+          f"{ins[FLOOR[1]] - ins[FLOOR[0]]:.1f} + yaml {ins[FLOOR[2]] - ins[FLOOR[1]]:.1f}"
+          f" + json, dataclasses {ins[FLOOR[3]] - ins[FLOOR[2]]:.1f}"
+          f" + its other libraries {ins[libs] - ins[FLOOR[3]]:.1f} + numalign's modules "
+          f"{ins[own] - ins[libs]:.1f} (compiling generated methods: {text[own] - text[libs]:.1f})"
+          f" + the work {ins[admit] - ins[own]:.1f}")
+
+
 def main() -> None:
     compileall.compile_dir(ROOT / "src" / "numalign", quiet=1)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -169,6 +225,7 @@ def main() -> None:
     print(f"  slowest --help: {worst} ({statistics.median(cpus[worst]) * 1e3:.1f} ms median CPU, "
           f"{statistics.median(walls[worst]) * 1e3:.1f} ms median wall); targets on a quiet machine: "
           "admit < 120 ms, --help < 60 ms wall")
+    print_instructions(table, env)
 
 
 if __name__ == "__main__":
