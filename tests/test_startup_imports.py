@@ -2,8 +2,9 @@
 ``--help``) imports no heavy module - numpy, yaml, the Kubernetes adapter, the simulator, the
 scheduler, the launcher's library, the node engine - and not even :mod:`typing` or
 :mod:`dataclasses`; ``admit`` on a kubelet node loads the node engine and nothing of the other
-families, the scheduler, the state directory or the help pages. Checked with
-``python -X importtime`` in a subprocess (what was imported, not how long it took: timings are
+families, the scheduler, the state directory, the help pages, the kubelet version parser, the
+``--explain`` release notes or the node-wide NUMA amounts, each until it is used. Checked in a
+subprocess from ``python -X importtime`` or ``sys.modules`` (what was imported, not how long it took: timings are
 not reliable on a shared box; ``benchmarks/startup_bench.py`` measures them).
 """
 
@@ -90,18 +91,48 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-def test_admit_on_a_kubelet_node_loads_what_it_uses() -> None:
-    argv = ["admit", "-m", str(EXAMPLES / "fig1.yaml"), str(EXAMPLES / "fig1-pods.yaml"), "-o", "json"]
+def loaded_by(*argv: str) -> set[str]:
+    """The modules in ``sys.modules`` after ``numalign ARGV`` ran in a fresh interpreter."""
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv)], capture_output=True,
                          text=True, env=ENV, check=True, timeout=120).stdout
-    names = json.loads(out)
-    assert {"numalign.node.admission", "numalign.modes.kubelet.family", "yaml"} <= set(names)
-    unused = ("numpy", "matplotlib", "kubernetes", "grpc", "dask", "distributed", "numalign.sim",
-              "numalign.scheduler", "numalign.kube", "numalign.launcher", "numalign.cli.help",
-              "numalign.modes.koordinator", "numalign.modes.volcano", "numalign.modes.merge",
-              "numalign.pods.annotations", "numalign.node.plan_cache", "numalign.node.store",
-              "uuid", "tempfile")
-    assert [n for n in names if n in unused or n.startswith(tuple(f"{u}." for u in unused))] == []
+    return set(json.loads(out))
+
+
+#: what a plain ``admit`` of one pod on a kubelet node does not use: other families, adapters,
+#: the state directory, the help pages; the kubelet version parser (the spec gives no
+#: version), the ``--explain`` release notes, the node-wide NUMA amounts of ``node/usage.py``
+#: (admission reads ``node/holdings.py``)
+ADMIT_UNUSED = ("numpy", "matplotlib", "kubernetes", "grpc", "dask", "distributed", "numalign.sim",
+                "numalign.scheduler", "numalign.kube", "numalign.launcher", "numalign.cli.help",
+                "numalign.modes.koordinator", "numalign.modes.volcano", "numalign.modes.merge",
+                "numalign.pods.annotations", "numalign.node.plan_cache", "numalign.node.store",
+                "numalign.machine.kubelet_version", "numalign.modes.kubelet.release_explain",
+                "numalign.node.usage", "uuid", "tempfile")
+
+
+def _unused(names: set[str]) -> list[str]:
+    return sorted(n for n in names
+                  if n in ADMIT_UNUSED or n.startswith(tuple(f"{u}." for u in ADMIT_UNUSED)))
+
+
+def test_admit_on_a_kubelet_node_loads_what_it_uses() -> None:
+    names = loaded_by("admit", "-m", str(EXAMPLES / "fig1.yaml"), str(EXAMPLES / "fig1-pods.yaml"),
+                      "-o", "json")
+    assert {"numalign.node.admission", "numalign.node.holdings", "numalign.modes.kubelet.family",
+            "yaml"} <= names
+    assert _unused(names) == []
+
+
+def test_admit_loads_the_lazy_modules_when_it_uses_them(tmp_path: Path) -> None:
+    """The check can fail: a kubelet version in the spec loads its parser, ``--explain`` the
+    release notes, a state directory the store."""
+    spec = tmp_path / "fig1-v133.yaml"
+    spec.write_text((EXAMPLES / "fig1.yaml").read_text().replace(
+        "kubelet:\n", "kubelet:\n  kubeletVersion: v1.33.2\n", 1))
+    names = loaded_by("admit", "-m", str(spec), str(EXAMPLES / "fig1-pods.yaml"), "-o", "json",
+                      "--explain", "--state-dir", str(tmp_path / "state"))
+    assert _unused(names) == ["numalign.machine.kubelet_version", "numalign.modes.kubelet.release_explain",
+                              "numalign.node.store", "tempfile"]  # the store's atomic write
 
 
 def test_importtime_parse_sees_heavy_imports() -> None:

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: compiled on first use (start-up time: most messages are printable and never need it)
+_CONTROL = "[\x00-\x1f\x7f-\x9f\u2028\u2029]"
 
 
 def one_line(text: str) -> str:
     """``text`` with newlines and other control characters escaped (``\\n``, ``\\x1b``):
     an error message is one line whatever the values quoted in it."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    if text.isprintable():  # none of _CONTROL's characters is printable
+        return text
+    return re.sub(_CONTROL, lambda m: repr(m.group())[1:-1], text)
 
 
 def escape_newlines(text: str) -> str:

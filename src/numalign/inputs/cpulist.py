@@ -51,15 +51,17 @@ __all__ = [
 MAX_ID = 65535
 
 _PAD = " \t\r\n\x00"
+# The kernel formats' patterns are compiled on first use (``re``'s cache): the kubelet's
+# cpulist (a machine spec) never needs them, and start-up time counts.
 # C isspace(): the kernel's region separators besides the comma
-_KERNEL_SEPARATORS = re.compile(r"[ \t\n\v\f\r,]+")
+_KERNEL_SEPARATORS = r"[ \t\n\v\f\r,]+"
 _KUBELET_NUMBER = re.compile(r"\+?[0-9]+")  # strconv.Atoi, minus the sign the grammar cannot use
 _KERNEL_NUMBER = r"[0-9]+|N"
-_KERNEL_REGION = re.compile(
+_KERNEL_REGION = (
     rf"(?:(?P<all>all)|(?P<start>{_KERNEL_NUMBER})(?:-(?P<end>{_KERNEL_NUMBER}))?)"
     rf"(?::(?P<used>{_KERNEL_NUMBER})/(?P<group>{_KERNEL_NUMBER}))?"
 )
-_HEX_WORD = re.compile(r"[0-9a-fA-F]{1,8}")
+_HEX_WORD = r"[0-9a-fA-F]{1,8}"
 
 
 def _cut(text: str, limit: int = 40) -> str:
@@ -212,10 +214,11 @@ def parse_kernel_cpulist(
     body = text.split("\x00", 1)[0]
     whole = body.strip(_PAD)
     bits = 0
-    for region in _KERNEL_SEPARATORS.split(body):
+    region_pattern = re.compile(_KERNEL_REGION)
+    for region in re.split(_KERNEL_SEPARATORS, body):
         if not region:
             continue
-        m = _KERNEL_REGION.fullmatch(region)
+        m = region_pattern.fullmatch(region)
         if m is None:
             raise InputError(f"invalid cpulist {_shown(whole)}: bad region {_shown(region)}", field)
         bits |= _kernel_region(m, last, whole, field)
@@ -233,9 +236,9 @@ def parse_cpumask(text: str, field: str | None = None) -> frozenset[int]:
         raise InputError(f'expected a hex mask like "ff,00000001", got {_cut(repr(text))}', field)
     body = re.split(r"[\n\x00]", text, maxsplit=1)[0]
     shown = _shown(body.strip())
-    words = [w for w in _KERNEL_SEPARATORS.split(body) if w]
+    words = [w for w in re.split(_KERNEL_SEPARATORS, body) if w]
     for w in words:
-        if not _HEX_WORD.fullmatch(w):
+        if not re.fullmatch(_HEX_WORD, w):
             raise InputError(f"invalid cpumask {shown}: {_shown(w)} is not a 32-bit hex word", field)
     while words and int(words[0], 16) == 0:
         del words[0]

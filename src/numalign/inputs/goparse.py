@@ -20,7 +20,7 @@ __all__ = ["GoSyntaxError", "atoi", "go_quote", "parse_bool"]
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 _FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-_INT = re.compile(r"[+-]?[0-9]+")
+_INT = r"[+-]?[0-9]+"  # compiled on first use (re's cache): start-up time
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
             "\v": "\\v", "\\": "\\\\", '"': '\\"'}
@@ -58,7 +58,7 @@ def parse_bool(text: str) -> bool:
 
 def atoi(text: str) -> int:
     """Go ``strconv.Atoi`` on a 64-bit platform."""
-    if not _INT.fullmatch(text):
+    if not re.fullmatch(_INT, text):
         raise GoSyntaxError(f"strconv.Atoi: parsing {go_quote(text)}: invalid syntax")
     n = int(text)
     if not _INT64[0] <= n <= _INT64[1]:

@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from numalign.engine.bitmask import mask_of
-from numalign.machine.kubelet_version import KubeletVersion
+
+if TYPE_CHECKING:  # a spec without kubeletVersion never loads the version parser
+    from numalign.machine.kubelet_version import KubeletVersion
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,6 @@ from numalign.inputs.quantity import (
 )
 from numalign.inputs.quantity import format_bytes as quantity_text
 from numalign.machine.allocatable import parse_eviction_hard, validate_reserved_memory
-from numalign.machine.kubelet_version import parse_kubelet_version
 from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
@@ -573,6 +572,8 @@ def _load_kubelet(raw: object, nodes: Mapping[int, NumaNode]) -> KubeletConfig:
     if doc.get("maxPods") is not None:
         kw["max_pods"] = _int(doc["maxPods"], "kubelet.maxPods", maximum=1 << 31)
     if doc.get("kubeletVersion") is not None:
+        from numalign.machine.kubelet_version import parse_kubelet_version  # a version given only
+
         kw["kubelet_version"] = parse_kubelet_version(doc["kubeletVersion"])
     return KubeletConfig(**kw)
 

@@ -33,10 +33,10 @@ from numalign.errors import AdmissionError, InputError
 from numalign.machine.allocatable import node_allocatable
 from numalign.machine.model import Machine
 from numalign.modes.registry import Mode
+from numalign.node.holdings import container_usage
 from numalign.node.predicates import Insufficient, fits
 from numalign.node.rules import DYNAMIC, AdmissionStep, resolve_rules
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
-from numalign.node.usage import container_usage
 from numalign.pods import Pod, effective_pod_requests
 from numalign.resources.base import Provider
 from numalign.resources.cpu import CpuManager

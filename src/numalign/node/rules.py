@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from numalign.engine.policies import (
     Policy,
@@ -29,10 +30,8 @@ from numalign.engine.policies import (
 )
 from numalign.engine.scopes import Merge
 from numalign.errors import InputError
-from numalign.machine.kubelet_version import KubeletVersion
 from numalign.machine.model import Machine
 from numalign.modes.family import FamilyNode, ManagerStates, NodePolicy
-from numalign.modes.kubelet.release_explain import release_notes
 from numalign.modes.kubelet.releases import (
     KubeletRelease,
     ResolvedRelease,
@@ -42,6 +41,9 @@ from numalign.modes.kubelet.releases import (
 from numalign.modes.registry import Family, Mode, family_of
 from numalign.pods import Pod
 from numalign.resources.base import Provider
+
+if TYPE_CHECKING:
+    from numalign.machine.kubelet_version import KubeletVersion
 
 DYNAMIC = "dynamic"  # KEP-693: the node applies each pod's own policy
 
@@ -99,6 +101,8 @@ class NodeRules:
     def release_notes(self, machine: Machine, pod: Pod) -> list[str]:
         """``--explain``: the node's kubelet release, and the NUMA masks its hint providers
         would enumerate for ``pod`` (``modes/kubelet/release_explain.py``)."""
+        from numalign.modes.kubelet.release_explain import release_notes  # --explain only
+
         return release_notes(self.node.release, machine, pod)
 
     @property

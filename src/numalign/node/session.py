@@ -14,8 +14,8 @@ from numalign.errors import InputError, StateError
 from numalign.machine.model import Machine
 from numalign.machine.spec import dump_machine, load_machine
 from numalign.node.admission import Node, machine_fingerprint
+from numalign.node.holdings import PodUsage, pod_usage
 from numalign.node.state import NodeState
-from numalign.node.usage import PodUsage, pod_usage
 from numalign.resources.memory import MemoryManager
 
 if TYPE_CHECKING:

@@ -33,11 +33,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
 from itertools import combinations
+from math import comb
 from statistics import variance
 
 import numpy as np
 import numpy.typing as npt
 
+from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, is_hugepages_resource
 from numalign.inputs.quantity import MEMORY as _MEMORY
 from numalign.pods import QOSClass
@@ -269,6 +271,9 @@ def numa_nodes_required(qos: QOSClass, zones: Sequence[NumaZone], resources: Amo
 #: :data:`REQUIRED_SIZE` entries
 _REQUIRED: dict[Hashable, tuple[frozenset[int] | None, bool]] = {}
 REQUIRED_SIZE = 1 << 14
+#: the most k-combinations of a node's zones :func:`numa_nodes_required` compares for one k
+#: (C(34, 4) = 46,376 fits; C(34, 5) = 278,256 does not)
+MAX_COMBINATIONS = 100_000
 
 
 def _numa_nodes_required(qos: QOSClass, zones: Sequence[NumaZone], resources: Amounts) -> tuple[frozenset[int] | None, bool]:
@@ -279,7 +284,21 @@ def _numa_nodes_required(qos: QOSClass, zones: Sequence[NumaZone], resources: Am
     needs = [(np.array([z.resources.get(res, 0) for z in zones], dtype=np.int64), qty)
              for res, qty in resources.items()
              if qty != 0 and not (qos is not QOSClass.GUARANTEED and is_numa_affine(res))]
+    # A combination fits only if every zone in it publishes every requested resource and its
+    # amounts add up to each request; a subset of the publishing zones never adds up to more
+    # than all of them together. When even all of them fall short (or none publishes), no
+    # combination of any size fits: the answer without enumerating 2^n combinations (on a
+    # 34-zone GB200 tray, a pod asking for a resource no zone has would otherwise walk all).
+    eligible = np.flatnonzero(publishes)
+    if eligible.size == 0 or any(int(np.clip(have[eligible], 0, None).sum()) < qty for have, qty in needs):
+        return None, False
     for size in range(1, len(zones) + 1):
+        count = comb(len(zones), size)
+        if count > MAX_COMBINATIONS:
+            raise InputError(
+                f"LeastNUMANodes would compare {count:,} combinations of {size} of the "
+                f"{len(zones)} NUMA zones (scheduler-plugins enumerates every one), more than the "
+                f"cap of {MAX_COMBINATIONS:,} (nrt_scores.MAX_COMBINATIONS)", "zones")
         combos, totals, lowest = _distance_totals(layout, size)
         ok = publishes[combos].all(axis=1)
         for have, qty in needs:

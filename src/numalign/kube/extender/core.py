@@ -890,13 +890,24 @@ class ExtenderCore:
         numa = self.profile.numa_score
         if numa is not None and passing:
             if numa.node_aware:  # the score reads the node (Koordinator's, the NRT zone scores)
-                numa_scores = [numa.score_on(nodes[names[k]].node, pod, count, self.max_numa)
+                numa_scores = [self._score_on(names[k], nodes[names[k]].node, pod, count)
                                for k, count in passing]
             else:
                 numa_scores = numa.scores([count for _, count in passing], self.max_numa)
             for (k, _), s in zip(passing, numa_scores, strict=True):
                 scores[k] = max(0, min(MAX_EXTENDER_PRIORITY, s * MAX_EXTENDER_PRIORITY // 100))
         return list(zip(names, scores, strict=True))
+
+    def _score_on(self, name: str, node: Node, pod: Pod, count: int) -> int:
+        """The profile's node-aware NUMA score; 0 (and a line on the log) where computing it
+        would pass a work cap (LeastNUMANodes over many zones: ``nrt_scores.MAX_COMBINATIONS``)."""
+        numa = self.profile.numa_score
+        assert numa is not None
+        try:
+            return numa.score_on(node, pod, count, self.max_numa)
+        except InputError as e:
+            print(f"numalign extender: node {name}: pod {pod.key}: score 0: {e.message}", file=self.log)
+            return 0
 
     def _assume(self, name: str, pod: Pod) -> str:
         """Admit ``pod`` into a copy of ``name``'s engine and publish it (write lock);

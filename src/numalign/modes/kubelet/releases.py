@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from numalign.engine.policies import (
     ALPHA_GATE as TM_ALPHA_GATE,
@@ -31,10 +32,12 @@ from numalign.engine.policies import (
     parse_options,
 )
 from numalign.errors import InputError
-from numalign.machine.kubelet_version import KubeletVersion
 from numalign.machine.model import KubeletConfig
 from numalign.resources import cpu
 from numalign.resources.cpu_state import POLICY_STATIC
+
+if TYPE_CHECKING:
+    from numalign.machine.kubelet_version import KubeletVersion
 
 #: the feature gate that lets any Topology Manager policy option through
 #: (``cmd/kubelet/app/server.go``)
