@@ -24,7 +24,7 @@ from numalign.node.usage import _numa_amounts, numa_amounts, zones_key
 from numalign.pods import Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.scheduler.filters import nrt_snn_filter
-from numalign.scheduler.node_groups import NodeGroups
+from numalign.scheduler.node_groups import NodeGroups, group_heads
 from numalign.scheduler.nrt_scores import (
     NumaZone,
     fewest_zones,
@@ -194,3 +194,25 @@ def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
             got = score.score_on(n, pod, res.numa_count, 2)
             for bound in (score.node_bound(n, pod), score.pod_bound(pod)):
                 assert bound is None or got <= bound, (name, n.machine.name, pod.shape)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_group_heads_are_the_first_of_each_group_in_walk_order(data: st.DataObject) -> None:
+    """:func:`group_heads` against sorting every candidate in walk order (score descending,
+    node index ascending) and keeping each key number's first occurrence; NaN scores too."""
+    n = data.draw(st.integers(1, 40))
+    idx = np.array(data.draw(st.lists(st.integers(0, 200), min_size=n, max_size=n, unique=True)), dtype=np.int64)
+    values = st.sampled_from([0.0, 12.5, 12.5, 50.0, 99.9, 100.0, float("nan")])
+    scores = np.array(data.draw(st.lists(values, min_size=n, max_size=n)), dtype=np.float64)
+    numbers = np.array(data.draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)), dtype=np.int64)
+    order = np.lexsort((idx, -scores))
+    seen: dict[int, int] = {}
+    for j in order.tolist():
+        seen.setdefault(int(numbers[j]), j)
+    heads = list(seen.values())
+    got_scores, got_idx, got_numbers, last = group_heads(idx, scores, numbers)
+    np.testing.assert_array_equal(got_scores, scores[heads])
+    assert got_idx.tolist() == idx[heads].tolist()
+    assert got_numbers.tolist() == list(seen)
+    assert last == int(numbers[order[-1]])

@@ -56,6 +56,42 @@ class Answer:
     score: int | None = None
 
 
+def group_heads(
+    idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], numbers: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], int]:
+    """The first candidate of each group in walk order (node score descending, then node index
+    ascending) - its highest score, and the lowest node index among that score's candidates -
+    listed in walk order: their scores, node indices and key numbers; and the key number of the
+    walk's last candidate (lowest score, then highest node index).
+
+    The same as sorting every candidate in walk order and keeping each key number's first
+    occurrence, in O(candidates + largest key number) plus a sort of the heads only (a walk over
+    every node has thousands of candidates in a hundred groups). ``idx`` holds distinct node
+    indices; ``numbers`` are non-negative. Scores with a NaN take the full sort (where NaN
+    sorts last, as there)."""
+    if bool(np.isnan(scores).any()):
+        order = np.lexsort((idx, -scores))
+        ordered = numbers[order]
+        _, first = np.unique(ordered, return_index=True)
+        first.sort()
+        heads = order[first]
+        return scores[heads], idx[heads], ordered[first], int(ordered[-1])
+    size = int(numbers.max()) + 1
+    best = np.full(size, -np.inf)
+    np.maximum.at(best, numbers, scores)
+    top = scores == best[numbers]
+    none = np.iinfo(np.int64).max
+    low = np.full(size, none, dtype=np.int64)
+    np.minimum.at(low, numbers[top], idx[top])
+    present = np.flatnonzero(low != none)
+    head_idx, head_scores = low[present], best[present]
+    order = np.lexsort((head_idx, -head_scores))
+    least = scores.min()
+    at = np.flatnonzero(scores == least)
+    last = int(numbers[at[np.argmax(idx[at])]])
+    return head_scores[order], head_idx[order], present[order], last
+
+
 class NodeGroups:
     """Node key numbers per node (kept per node version) and the answers per key number."""
 
@@ -134,4 +170,4 @@ class NodeGroups:
         return out
 
 
-__all__ = ["ANSWERS_SIZE", "KEYS_SIZE", "Answer", "AnswerKey", "NodeGroups", "NodeKey"]
+__all__ = ["ANSWERS_SIZE", "KEYS_SIZE", "Answer", "AnswerKey", "NodeGroups", "NodeKey", "group_heads"]

@@ -47,7 +47,7 @@ from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
-from numalign.scheduler.node_groups import Answer, NodeGroups
+from numalign.scheduler.node_groups import Answer, NodeGroups, group_heads
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
 
@@ -124,6 +124,10 @@ class Scheduler:
         self._groups = (NodeGroups(cluster, profile.node_key)
                         if profile.node_key is not None and profile.filter is not None
                         and not (numa is not None and numa.relative) else None)
+        if self._groups is not None:
+            # every node's key number up front (like kube-scheduler's node info cache, filled as
+            # nodes are added), not in the middle of a pod's cycle; later only changed nodes'
+            self._groups.refresh(np.arange(len(cluster.nodes)))
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
         #: nodes looked at per feasible node found by the last sampling walk (sizes the next
@@ -283,10 +287,7 @@ class Scheduler:
         c = self.cluster
         numa = self.profile.numa_score
         w = self.profile.numa_weight
-        order = np.lexsort((idx, -scores))
-        ordered = numbers[order]
-        _, first = np.unique(ordered, return_index=True)
-        first.sort()
+        head_scores, head_idx, head_numbers, last = group_heads(idx, scores, numbers)
         bound_max = 0.0
         if numa is not None:
             bound = self._numa_bounds(pod, shape)
@@ -299,10 +300,10 @@ class Scheduler:
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
         checks = 0
         best: Placement | None = None
-        heads = order[first]  # each group's first candidate, in walk order
         aware = numa is not None and numa.node_aware
         best_total = 0.0
-        for s, i, number in zip(scores[heads].tolist(), idx[heads].tolist(), ordered[first].tolist(), strict=True):
+        # each group's first candidate, in walk order
+        for s, i, number in zip(head_scores.tolist(), head_idx.tolist(), head_numbers.tolist(), strict=True):
             if best is not None and s + bound_max <= best_total:
                 break  # no later group can beat the best total, even with its best NUMA score
             key = (number, shape, names)
@@ -334,7 +335,7 @@ class Scheduler:
                 best = Placement(i, c.nodes[i].name, res.numa_count, total)
                 best_total = total
         if best is None:
-            return None, local[int(ordered[-1])].result.reason, checks
+            return None, local[last].result.reason, checks
         return best, None, checks
 
     def _feasible(self, pod: Pod, vec: np.ndarray[Any, Any], rows: np.ndarray[Any, Any]) -> tuple[
