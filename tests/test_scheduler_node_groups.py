@@ -9,6 +9,7 @@ scheduler then asks the filter and the NUMA score on every candidate, in walk or
 from __future__ import annotations
 
 import random
+import statistics
 from dataclasses import replace
 from itertools import combinations
 from typing import Any
@@ -27,6 +28,7 @@ from numalign.scheduler.filters import nrt_snn_filter
 from numalign.scheduler.node_groups import NodeGroups, group_heads
 from numalign.scheduler.nrt_scores import (
     NumaZone,
+    exact_variance,
     fewest_zones,
     find_suitable_combination,
     numa_nodes_required,
@@ -216,3 +218,12 @@ def test_group_heads_are_the_first_of_each_group_in_walk_order(data: st.DataObje
     assert got_idx.tolist() == idx[heads].tolist()
     assert got_numbers.tolist() == list(seen)
     assert last == int(numbers[order[-1]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0, 0.1, 1 / 3, 2 / 3, 5e-324])),
+                min_size=2, max_size=6))
+def test_exact_variance_is_statistics_variance(values: list[float]) -> None:
+    """BalancedAllocation's variance: the float ``statistics.variance`` gives (exact, one
+    rounding), bit for bit."""
+    assert exact_variance(values) == statistics.variance(values)

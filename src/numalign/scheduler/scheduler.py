@@ -106,6 +106,8 @@ class Scheduler:
         self._score_cache: list[dict[Any, tuple[int, int]]] = [{} for _ in cluster.nodes]
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
+        #: node indices by machine object, policy and scope (:meth:`_rules_groups`)
+        self._by_rules: list[np.ndarray[Any, Any]] | None = None
         #: pod shape -> the value of :attr:`_bounds` when it is the same on every node
         self._bound_uniform: dict[Any, float | None] = {}
         #: an absolute NUMA score (not node-aware) by NUMA count
@@ -288,14 +290,17 @@ class Scheduler:
         numa = self.profile.numa_score
         w = self.profile.numa_weight
         head_scores, head_idx, head_numbers, last = group_heads(idx, scores, numbers)
-        bound_max = 0.0
+        # per group: the weighted NUMA score bound of its first candidate (the group's answers
+        # are that node's), and the largest of those from it on: no later group can total more
+        # than its node score plus that
         if numa is not None:
-            bound = self._numa_bounds(pod, shape)
-            uniform = self._bound_uniform.get(shape)
-            bound_max = uniform if uniform is not None else float(bound[idx].max())
+            head_bound = self._numa_bounds(pod, shape)[head_idx]
             own = numa.pod_bound(pod)
             if own is not None:
-                bound_max = min(bound_max, float(w * own))
+                np.minimum(head_bound, float(w * own), out=head_bound)
+        else:
+            head_bound = np.zeros(head_idx.size)
+        later_max = np.maximum.accumulate(head_bound[::-1])[::-1]
         names = tuple(ct.name for ct in pod.containers)
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
         checks = 0
@@ -303,9 +308,13 @@ class Scheduler:
         aware = numa is not None and numa.node_aware
         best_total = 0.0
         # each group's first candidate, in walk order
-        for s, i, number in zip(head_scores.tolist(), head_idx.tolist(), head_numbers.tolist(), strict=True):
-            if best is not None and s + bound_max <= best_total:
-                break  # no later group can beat the best total, even with its best NUMA score
+        for s, i, number, top, later in zip(head_scores.tolist(), head_idx.tolist(), head_numbers.tolist(),
+                                            head_bound.tolist(), later_max.tolist(), strict=True):
+            if best is not None:
+                if s + later <= best_total:
+                    break  # no later group can beat the best total, even with its best NUMA score
+                if s + top <= best_total:
+                    continue
             key = (number, shape, names)
             if best is not None and numa is not None:  # this group's own bound, if its score has one
                 own = groups.bound(key, numa, c.nodes[i].node, pod)
@@ -527,15 +536,32 @@ class Scheduler:
         numa = self.profile.numa_score
         c = self.cluster
         out = np.empty(len(c.nodes), dtype=np.float64)
-        for members in c.groups:
+        for members in self._rules_groups():
             node = c.nodes[int(members[0])].node
             fewest = self._demand_model.min_numa_nodes(node, pod)
-            out[members] = float(numa.bound(fewest, c.max_numa)) * self.profile.numa_weight
+            top = numa.bound(fewest, c.max_numa)
+            by_rules = numa.rules_bound(node, pod)
+            if by_rules is not None:
+                top = min(top, by_rules)
+            out[members] = float(top) * self.profile.numa_weight
         self._bounds[shape] = out
         # the same bound on every node (one machine, or machines alike): its maximum over
         # any candidates is that value
         self._bound_uniform[shape] = float(out[0]) if out.size and bool((out == out[0]).all()) else None
         return out
+
+    def _rules_groups(self) -> list[np.ndarray[Any, Any]]:
+        """The cluster's nodes by machine object, policy and scope (what
+        :meth:`~numalign.scheduler.scorers.NumaScore.rules_bound` reads), made once."""
+        if self._by_rules is None:
+            c = self.cluster
+            split: dict[tuple[int, Any, Any], list[int]] = {}
+            for members in c.groups:
+                for i in members.tolist():
+                    node = c.nodes[i].node
+                    split.setdefault((id(node.machine), node.node_policy, node.node_scope), []).append(i)
+            self._by_rules = [np.array(v, dtype=np.int64) for v in split.values()]
+        return self._by_rules
 
     def schedule(self, pod: Pod) -> Outcome:
         """Select a node, bind, and let the node admit (the kubelet's decision)."""

@@ -154,6 +154,13 @@ class NumaScore(ABC):
         A node-aware score's bound reads only what the profile's node key holds."""
         return None
 
+    def rules_bound(self, node: Node, pod: Pod) -> int | None:
+        """The highest score ``pod`` can get on any node with ``node``'s machine, Topology
+        Manager policy and scope, whatever its state (never more than :meth:`score_on` answers
+        on such a node; None: nothing better than :meth:`bound`). It reads nothing else, so the
+        scheduler asks one node per (machine, policy, scope) and pod shape."""
+        return None
+
 
 class AbsoluteNumaScore(NumaScore):
     """A NUMA score of each candidate on its own, never rising with the count."""
@@ -238,6 +245,11 @@ class NrtZoneScore(NumaScore):
 
     def node_bound(self, node: Node, pod: Pod) -> int | None:
         """Exactly 0 on a node that is not ``single-numa-node`` (for a Guaranteed pod)."""
+        return self.rules_bound(node, pod)
+
+    def rules_bound(self, node: Node, pod: Pod) -> int | None:
+        """Exactly 0 on a node that is not ``single-numa-node``, for a Guaranteed pod:
+        :meth:`score_on` answers 0 there before it reads anything else of the node."""
         if pod.qos is QOSClass.GUARANTEED and node.node_policy is not Policy.SINGLE_NUMA_NODE:
             return 0
         return None
