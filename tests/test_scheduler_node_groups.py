@@ -114,9 +114,10 @@ def test_an_answer_that_names_the_pod_is_not_kept_for_others() -> None:
 
     groups = NodeGroups(Cluster(NODES[:2]), lambda node: 0)
     pod = POOL[0]
-    groups.remember((0, pod.shape, ()), Answer(FilterResult(False, reason=f"pod {pod.key} is already admitted")), pod)
-    groups.remember((1, pod.shape, ()), Answer(FilterResult(False, reason="Insufficient NUMA cpu")), pod)
-    assert list(groups.answers) == [(1, pod.shape, ())]
+    table = groups.table(pod.shape, ())
+    groups.remember(table, 0, Answer(FilterResult(False, reason=f"pod {pod.key} is already admitted")), pod)
+    groups.remember(table, 1, Answer(FilterResult(False, reason="Insufficient NUMA cpu")), pod)
+    assert list(groups.table(pod.shape, ()).answers) == [1]
 
 
 # ------------------------------------------------------------------------- the caches under it

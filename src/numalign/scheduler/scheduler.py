@@ -301,7 +301,7 @@ class Scheduler:
         else:
             head_bound = np.zeros(head_idx.size)
         later_max = np.maximum.accumulate(head_bound[::-1])[::-1]
-        names = tuple(ct.name for ct in pod.containers)
+        table = groups.table(shape, tuple(ct.name for ct in pod.containers))
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
         checks = 0
         best: Placement | None = None
@@ -315,21 +315,20 @@ class Scheduler:
                     break  # no later group can beat the best total, even with its best NUMA score
                 if s + top <= best_total:
                     continue
-            key = (number, shape, names)
             if best is not None and numa is not None:  # this group's own bound, if its score has one
-                own = groups.bound(key, numa, c.nodes[i].node, pod)
+                own = groups.bound(table, number, numa, c.nodes[i].node, pod)
                 if own is not None and s + w * own <= best_total:
                     continue
             answer = local.get(number)
             if answer is None:
-                answer = groups.answers.get(key)
+                answer = table.answers.get(number)
                 if answer is None:
                     res = self.profile.filter(c.nodes[i].node, pod)
                     checks += 1
                     if res.planned is not None:
                         self._planned[i] = (int(c.version[i]), pod.uid, res)
                     answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
-                    groups.remember(key, answer, pod)
+                    groups.remember(table, number, answer, pod)
                 local[number] = answer
             res = answer.result
             if not res.passed:
