@@ -25,6 +25,7 @@ from numalign.node.usage import _numa_amounts, numa_amounts, zones_key
 from numalign.pods import Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.scheduler.filters import nrt_snn_filter
+from numalign.scheduler.scorers import nrt_zones, published_zones
 from numalign.scheduler.node_groups import NodeGroups, group_heads
 from numalign.scheduler.nrt_scores import (
     NumaZone,
@@ -126,8 +127,9 @@ def test_an_answer_that_names_the_pod_is_not_kept_for_others() -> None:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_zone_amounts_are_the_computed_ones(data: st.DataObject) -> None:
-    """After random admissions and releases, every node's cached zones are the computed ones,
-    and nodes with equal zone keys publish equal zones."""
+    """After random admissions and releases, every node's cached zones are the computed ones
+    (and the NRT scores' shared zones the built ones), and nodes with equal zone keys publish
+    equal zones."""
     nodes = [Node(m) for _, m in NODES[:8]]
     for _ in range(data.draw(st.integers(1, 12))):
         n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
@@ -140,6 +142,7 @@ def test_zone_amounts_are_the_computed_ones(data: st.DataObject) -> None:
     for n in nodes:
         fresh = _numa_amounts(n.machine, n.state, n.reserved_cpus)
         assert numa_amounts(n) == fresh
+        assert list(published_zones(n)) == nrt_zones(n)  # the NRT scores' shared zones
         key = zones_key(n)
         assert seen.setdefault(key, fresh) == fresh
 

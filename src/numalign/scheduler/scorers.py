@@ -23,7 +23,7 @@ in a profile in :mod:`numalign.scheduler.profiles`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from numalign.engine.policies import Policy, Scope
-from numalign.node.usage import numa_amounts
+from numalign.node.usage import available_key, numa_amounts
 from numalign.pods import QOSClass, effective_pod_requests
 from numalign.scheduler import nrt_scores
 from numalign.scheduler.nrt_scores import NumaZone
@@ -216,6 +216,27 @@ def nrt_zones(node: Node) -> list[NumaZone]:
     return zones
 
 
+#: :func:`nrt_zones` by (machine identity, :func:`~numalign.node.usage.available_key`), with
+#: the machine (a reused id never matches); cleared beyond :data:`PUBLISHED_SIZE` entries
+_PUBLISHED: dict[Hashable, tuple[object, tuple[NumaZone, ...]]] = {}
+PUBLISHED_SIZE = 1 << 14
+
+
+def published_zones(node: Node) -> Sequence[NumaZone]:
+    """:func:`nrt_zones`, shared by nodes alike and not to be changed: it reads only the
+    machine (ids, distances) and the zones' available amounts, so it is computed once per
+    (machine, :func:`~numalign.node.usage.available_key`)."""
+    key = (id(node.machine), available_key(node))
+    hit = _PUBLISHED.get(key)
+    if hit is not None and hit[0] is node.machine:
+        return hit[1]
+    zones = tuple(nrt_zones(node))
+    if len(_PUBLISHED) >= PUBLISHED_SIZE:
+        _PUBLISHED.clear()
+    _PUBLISHED[key] = (node.machine, zones)
+    return zones
+
+
 def _container_requests(pod: Pod) -> list[dict[str, int]]:
     return [dict(c.requests) for c in pod.containers]
 
@@ -261,7 +282,7 @@ class NrtZoneScore(NumaScore):
             return 0
         fn = nrt_scores.ZONE_STRATEGIES[self.strategy]
         weights = dict(self.weights)
-        zones = nrt_zones(node)
+        zones = published_zones(node)
         if node.node_scope is Scope.POD:
             return nrt_scores.pod_scope_score(effective_pod_requests(pod), zones, fn, weights)
         return nrt_scores.container_scope_score(_container_requests(pod), zones, fn, weights)
@@ -304,7 +325,7 @@ class NrtLeastNumaNodes(NumaScore):
         least as many zones as on the full ones)."""
         if self.pod_bound(pod) is None:
             return None
-        zones = nrt_zones(node)
+        zones = published_zones(node)
         if node.node_scope is Scope.POD:
             fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod))
         else:
@@ -314,7 +335,7 @@ class NrtLeastNumaNodes(NumaScore):
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
         if pod.qos is not QOSClass.GUARANTEED:
             return nrt_scores.MAX_NODE_SCORE
-        zones = nrt_zones(node)
+        zones = published_zones(node)
         if node.node_scope is Scope.POD:
             return nrt_scores.least_numa_pod_scope_score(pod.qos, effective_pod_requests(pod), zones)
         return nrt_scores.least_numa_container_scope_score(pod.qos, _container_requests(pod), zones)
@@ -333,6 +354,7 @@ __all__ = [
     "least_numa_nodes",
     "most_allocated",
     "nrt_zones",
+    "published_zones",
     "volcano_numa_aware",
     "volcano_numa_aware_array",
 ]
