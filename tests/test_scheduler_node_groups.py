@@ -25,7 +25,6 @@ from numalign.node.usage import _numa_amounts, numa_amounts, zones_key
 from numalign.pods import Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.scheduler.filters import nrt_snn_filter
-from numalign.scheduler.scorers import nrt_zones, published_zones
 from numalign.scheduler.node_groups import NodeGroups, group_heads
 from numalign.scheduler.nrt_scores import (
     NumaZone,
@@ -34,6 +33,7 @@ from numalign.scheduler.nrt_scores import (
     find_suitable_combination,
     numa_nodes_required,
 )
+from numalign.scheduler.scorers import nrt_zones, published_zones
 from numalign.sim.cluster import builtin_template, load_cluster
 from numalign.sim.sources import parse_workload_spec
 
@@ -181,7 +181,7 @@ def test_least_numa_combinations_are_upstreams(data: st.DataObject) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
-    """Where the filter passes, a score's node (and pod) bound is never below its score."""
+    """Where the filter passes, a score's node, pod and rules bounds are never below its score."""
     nodes = [Node(m) for _, m in NODES]
     for _ in range(data.draw(st.integers(0, 10))):
         n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
@@ -198,7 +198,7 @@ def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
             if not res.passed:
                 continue
             got = score.score_on(n, pod, res.numa_count, 2)
-            for bound in (score.node_bound(n, pod), score.pod_bound(pod)):
+            for bound in (score.node_bound(n, pod), score.pod_bound(pod), score.rules_bound(n, pod)):
                 assert bound is None or got <= bound, (name, n.machine.name, pod.shape)
 
 
