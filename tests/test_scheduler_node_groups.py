@@ -9,6 +9,7 @@ scheduler then asks the filter and the NUMA score on every candidate, in walk or
 from __future__ import annotations
 
 import random
+import statistics
 from dataclasses import replace
 from itertools import combinations
 from typing import Any
@@ -24,13 +25,15 @@ from numalign.node.usage import _numa_amounts, numa_amounts, zones_key
 from numalign.pods import Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.scheduler.filters import nrt_snn_filter
-from numalign.scheduler.node_groups import NodeGroups
+from numalign.scheduler.node_groups import NodeGroups, group_heads
 from numalign.scheduler.nrt_scores import (
     NumaZone,
+    exact_variance,
     fewest_zones,
     find_suitable_combination,
     numa_nodes_required,
 )
+from numalign.scheduler.scorers import nrt_zones, published_zones
 from numalign.sim.cluster import builtin_template, load_cluster
 from numalign.sim.sources import parse_workload_spec
 
@@ -112,9 +115,10 @@ def test_an_answer_that_names_the_pod_is_not_kept_for_others() -> None:
 
     groups = NodeGroups(Cluster(NODES[:2]), lambda node: 0)
     pod = POOL[0]
-    groups.remember((0, pod.shape, ()), Answer(FilterResult(False, reason=f"pod {pod.key} is already admitted")), pod)
-    groups.remember((1, pod.shape, ()), Answer(FilterResult(False, reason="Insufficient NUMA cpu")), pod)
-    assert list(groups.answers) == [(1, pod.shape, ())]
+    table = groups.table(pod.shape, ())
+    groups.remember(table, 0, Answer(FilterResult(False, reason=f"pod {pod.key} is already admitted")), pod)
+    groups.remember(table, 1, Answer(FilterResult(False, reason="Insufficient NUMA cpu")), pod)
+    assert list(groups.table(pod.shape, ()).answers) == [1]
 
 
 # ------------------------------------------------------------------------- the caches under it
@@ -123,8 +127,9 @@ def test_an_answer_that_names_the_pod_is_not_kept_for_others() -> None:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_zone_amounts_are_the_computed_ones(data: st.DataObject) -> None:
-    """After random admissions and releases, every node's cached zones are the computed ones,
-    and nodes with equal zone keys publish equal zones."""
+    """After random admissions and releases, every node's cached zones are the computed ones
+    (and the NRT scores' shared zones the built ones), and nodes with equal zone keys publish
+    equal zones."""
     nodes = [Node(m) for _, m in NODES[:8]]
     for _ in range(data.draw(st.integers(1, 12))):
         n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
@@ -137,6 +142,7 @@ def test_zone_amounts_are_the_computed_ones(data: st.DataObject) -> None:
     for n in nodes:
         fresh = _numa_amounts(n.machine, n.state, n.reserved_cpus)
         assert numa_amounts(n) == fresh
+        assert list(published_zones(n)) == nrt_zones(n)  # the NRT scores' shared zones
         key = zones_key(n)
         assert seen.setdefault(key, fresh) == fresh
 
@@ -175,7 +181,7 @@ def test_least_numa_combinations_are_upstreams(data: st.DataObject) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
-    """Where the filter passes, a score's node (and pod) bound is never below its score."""
+    """Where the filter passes, a score's node, pod and rules bounds are never below its score."""
     nodes = [Node(m) for _, m in NODES]
     for _ in range(data.draw(st.integers(0, 10))):
         n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
@@ -192,5 +198,36 @@ def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
             if not res.passed:
                 continue
             got = score.score_on(n, pod, res.numa_count, 2)
-            for bound in (score.node_bound(n, pod), score.pod_bound(pod)):
+            for bound in (score.node_bound(n, pod), score.pod_bound(pod), score.rules_bound(n, pod)):
                 assert bound is None or got <= bound, (name, n.machine.name, pod.shape)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_group_heads_are_the_first_of_each_group_in_walk_order(data: st.DataObject) -> None:
+    """:func:`group_heads` against sorting every candidate in walk order (score descending,
+    node index ascending) and keeping each key number's first occurrence; NaN scores too."""
+    n = data.draw(st.integers(1, 40))
+    idx = np.array(data.draw(st.lists(st.integers(0, 200), min_size=n, max_size=n, unique=True)), dtype=np.int64)
+    values = st.sampled_from([0.0, 12.5, 12.5, 50.0, 99.9, 100.0, float("nan")])
+    scores = np.array(data.draw(st.lists(values, min_size=n, max_size=n)), dtype=np.float64)
+    numbers = np.array(data.draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)), dtype=np.int64)
+    order = np.lexsort((idx, -scores))
+    seen: dict[int, int] = {}
+    for j in order.tolist():
+        seen.setdefault(int(numbers[j]), j)
+    heads = list(seen.values())
+    got_scores, got_idx, got_numbers, last = group_heads(idx, scores, numbers)
+    np.testing.assert_array_equal(got_scores, scores[heads])
+    assert got_idx.tolist() == idx[heads].tolist()
+    assert got_numbers.tolist() == list(seen)
+    assert last == int(numbers[order[-1]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.floats(0, 1), st.sampled_from([0.0, 1.0, 0.1, 1 / 3, 2 / 3, 5e-324])),
+                min_size=2, max_size=6))
+def test_exact_variance_is_statistics_variance(values: list[float]) -> None:
+    """BalancedAllocation's variance: the float ``statistics.variance`` gives (exact, one
+    rounding), bit for bit."""
+    assert exact_variance(values) == statistics.variance(values)

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import cast
 
 from numalign.engine.merge_budget import MergeTooLarge
 from numalign.engine.policies import Policy, Scope
 from numalign.inputs.quantity import CPU, is_memory_resource
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
-from numalign.node.usage import available_key, numa_amounts, pod_numa_nodes
+from numalign.node.usage import available_key, pod_numa_nodes
 from numalign.pods import Pod, QOSClass, effective_pod_requests
 
 
@@ -129,7 +130,10 @@ def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
         not _numa_affine(r) for c in pod.containers for r in c.requests
     ):
         return FilterResult(True)
-    avail = {i: dict(z.available) for i, z in numa_amounts(node).items()}
+    # numa_amounts' available amounts per zone, as available_key holds them (zone id, (resource,
+    # amount) pairs)
+    published = cast("tuple[tuple[int, tuple[tuple[str, int], ...]], ...]", available_key(node))
+    avail = {i: dict(amounts) for i, amounts in published}
     if node.node_scope is Scope.POD:
         if _fit_any_numa(_nrt_units(effective_pod_requests(pod)), avail, pod.qos) is None:
             return FilterResult(False, reason="cannot align pod")

@@ -6,8 +6,8 @@ candidates fall in 5 to 15 distinct situations. A profile whose filter and node-
 read a node only through a *node key* (:attr:`numalign.scheduler.profiles.Profile.node_key`:
 every input of both, as a hashable value) gets the same answers from every node of one key, for
 one pod. :class:`NodeGroups` numbers the keys (each node's number kept per node version, so a
-key is computed once per node change, not once per pod) and remembers answers per (key number,
-pod shape, container names).
+key is computed once per node change, not once per pod) and remembers answers per pod shape and
+container names, then key number (a walk looks its table up once).
 
 The scheduler's walk over such groups (``Scheduler._select_grouped``) chooses the node the
 node-by-node walk chooses: candidates in walk order (score, then node index), the first
@@ -26,7 +26,7 @@ Two things a node key cannot hold are handled apart:
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,8 +43,8 @@ KEYS_SIZE = 1 << 16
 ANSWERS_SIZE = 1 << 17
 
 NodeKey = Callable[[Node], Hashable]
-#: (node key number, pod shape, container names)
-AnswerKey = tuple[int, Any, tuple[str, ...]]
+#: (pod shape, container names): what a group's answers are kept under, with its key number
+ShapeKey = tuple[Any, tuple[str, ...]]
 
 
 @dataclass
@@ -54,6 +54,52 @@ class Answer:
 
     result: FilterResult
     score: int | None = None
+
+
+def group_heads(
+    idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], numbers: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], int]:
+    """The first candidate of each group in walk order (node score descending, then node index
+    ascending) - its highest score, and the lowest node index among that score's candidates -
+    listed in walk order: their scores, node indices and key numbers; and the key number of the
+    walk's last candidate (lowest score, then highest node index).
+
+    The same as sorting every candidate in walk order and keeping each key number's first
+    occurrence, in O(candidates + largest key number) plus a sort of the heads only (a walk over
+    every node has thousands of candidates in a hundred groups). ``idx`` holds distinct node
+    indices; ``numbers`` are non-negative. Scores with a NaN take the full sort (where NaN
+    sorts last, as there)."""
+    if bool(np.isnan(scores).any()):
+        order = np.lexsort((idx, -scores))
+        ordered = numbers[order]
+        _, first = np.unique(ordered, return_index=True)
+        first.sort()
+        heads = order[first]
+        return scores[heads], idx[heads], ordered[first], int(ordered[-1])
+    size = int(numbers.max()) + 1
+    best = np.full(size, -np.inf)
+    np.maximum.at(best, numbers, scores)
+    top = scores == best[numbers]
+    none = np.iinfo(np.int64).max
+    low = np.full(size, none, dtype=np.int64)
+    np.minimum.at(low, numbers[top], idx[top])
+    present = np.flatnonzero(low != none)
+    head_idx, head_scores = low[present], best[present]
+    order = np.lexsort((head_idx, -head_scores))
+    least = scores.min()
+    at = np.flatnonzero(scores == least)
+    last = int(numbers[at[np.argmax(idx[at])]])
+    return head_scores[order], head_idx[order], present[order], last
+
+
+@dataclass
+class ShapeTable:
+    """The groups' answers to one pod shape (and container names), by key number: a walk looks
+    its pod's table up once, then each group by its number."""
+
+    answers: dict[int, Answer] = field(default_factory=dict)
+    #: the NUMA score's node bound per key number
+    bounds: dict[int, int | None] = field(default_factory=dict)
 
 
 class NodeGroups:
@@ -71,9 +117,10 @@ class NodeGroups:
         self._pods: list[frozenset[str]] = [frozenset()] * n
         #: pod uid or key -> nodes that held it when their numbers were computed
         self._holders: dict[str, set[int]] = {}
-        self.answers: dict[AnswerKey, Answer] = {}
-        #: the NUMA score's node bound per (key number, pod shape, container names)
-        self.bounds: dict[AnswerKey, int | None] = {}
+        #: answers and bounds per pod shape and container names, then key number
+        self.tables: dict[ShapeKey, ShapeTable] = {}
+        self._answers = 0  # answers held in all tables
+        self._bounds = 0  # bounds held in all tables
 
     def refresh(self, idx: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The key numbers of nodes ``idx`` now (computing those of nodes changed since)."""
@@ -82,8 +129,7 @@ class NodeGroups:
         if stale.size:
             if len(self._numbers) + stale.size > KEYS_SIZE:
                 self._numbers.clear()
-                self.answers.clear()
-                self.bounds.clear()
+                self._drop_tables()
                 self.number_version.fill(-1)
                 stale = idx
             for i in stale.tolist():
@@ -114,24 +160,43 @@ class NodeGroups:
         holders = self._holders.get(pod.uid, set()) | self._holders.get(pod.key, set())
         return bool(holders) and bool(np.isin(idx, np.fromiter(holders, dtype=np.int64)).any())
 
-    def remember(self, key: AnswerKey, answer: Answer, pod: Pod) -> None:
-        """Keep ``answer`` for other pods of the shape, unless it names ``pod``."""
+    def table(self, shape: Any, names: tuple[str, ...]) -> ShapeTable:
+        """The answers and bounds kept for a pod shape and container names."""
+        key = (shape, names)
+        out = self.tables.get(key)
+        if out is None:
+            out = self.tables[key] = ShapeTable()
+        return out
+
+    def _drop_tables(self) -> None:
+        for t in self.tables.values():  # a walk may hold one: it forgets too
+            t.answers.clear()
+            t.bounds.clear()
+        self.tables.clear()
+        self._answers = self._bounds = 0
+
+    def remember(self, table: ShapeTable, number: int, answer: Answer, pod: Pod) -> None:
+        """Keep ``answer`` of group ``number`` for other pods of the shape, unless it names
+        ``pod``."""
         reason = answer.result.reason
         if reason and any(s and s in reason for s in (pod.uid, pod.name, pod.key)):
             return
-        if len(self.answers) >= ANSWERS_SIZE:
-            self.answers.clear()
-        self.answers[key] = answer
+        if self._answers >= ANSWERS_SIZE:
+            self._drop_tables()
+        table.answers[number] = answer
+        self._answers += 1
 
-    def bound(self, key: AnswerKey, score: NumaScore, node: Node, pod: Pod) -> int | None:
+    def bound(self, table: ShapeTable, number: int, score: NumaScore, node: Node, pod: Pod) -> int | None:
         """``score``'s node bound (:meth:`~numalign.scheduler.scorers.NumaScore.node_bound`)
-        of a group for a pod shape, read on ``node`` (one of the group) once."""
-        if key in self.bounds:
-            return self.bounds[key]
-        if len(self.bounds) >= ANSWERS_SIZE:
-            self.bounds.clear()
-        out = self.bounds[key] = score.node_bound(node, pod)
+        of group ``number`` for the table's pod shape, read on ``node`` (one of the group) once."""
+        bounds = table.bounds
+        if number in bounds:
+            return bounds[number]
+        if self._bounds >= ANSWERS_SIZE:
+            self._drop_tables()
+        out = bounds[number] = score.node_bound(node, pod)
+        self._bounds += 1
         return out
 
 
-__all__ = ["ANSWERS_SIZE", "KEYS_SIZE", "Answer", "AnswerKey", "NodeGroups", "NodeKey"]
+__all__ = ["ANSWERS_SIZE", "KEYS_SIZE", "Answer", "NodeGroups", "NodeKey", "ShapeKey", "ShapeTable", "group_heads"]

@@ -47,7 +47,7 @@ from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
-from numalign.scheduler.node_groups import Answer, NodeGroups
+from numalign.scheduler.node_groups import Answer, NodeGroups, group_heads
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
 
@@ -106,6 +106,8 @@ class Scheduler:
         self._score_cache: list[dict[Any, tuple[int, int]]] = [{} for _ in cluster.nodes]
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
+        #: node indices by machine object, policy and scope (:meth:`_rules_groups`)
+        self._by_rules: list[np.ndarray[Any, Any]] | None = None
         #: pod shape -> the value of :attr:`_bounds` when it is the same on every node
         self._bound_uniform: dict[Any, float | None] = {}
         #: an absolute NUMA score (not node-aware) by NUMA count
@@ -124,6 +126,10 @@ class Scheduler:
         self._groups = (NodeGroups(cluster, profile.node_key)
                         if profile.node_key is not None and profile.filter is not None
                         and not (numa is not None and numa.relative) else None)
+        if self._groups is not None:
+            # every node's key number up front (like kube-scheduler's node info cache, filled as
+            # nodes are added), not in the middle of a pod's cycle; later only changed nodes'
+            self._groups.refresh(np.arange(len(cluster.nodes)))
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
         #: nodes looked at per feasible node found by the last sampling walk (sizes the next
@@ -283,43 +289,46 @@ class Scheduler:
         c = self.cluster
         numa = self.profile.numa_score
         w = self.profile.numa_weight
-        order = np.lexsort((idx, -scores))
-        ordered = numbers[order]
-        _, first = np.unique(ordered, return_index=True)
-        first.sort()
-        bound_max = 0.0
+        head_scores, head_idx, head_numbers, last = group_heads(idx, scores, numbers)
+        # per group: the weighted NUMA score bound of its first candidate (the group's answers
+        # are that node's), and the largest of those from it on: no later group can total more
+        # than its node score plus that
         if numa is not None:
-            bound = self._numa_bounds(pod, shape)
-            uniform = self._bound_uniform.get(shape)
-            bound_max = uniform if uniform is not None else float(bound[idx].max())
+            head_bound = self._numa_bounds(pod, shape)[head_idx]
             own = numa.pod_bound(pod)
             if own is not None:
-                bound_max = min(bound_max, float(w * own))
-        names = tuple(ct.name for ct in pod.containers)
+                np.minimum(head_bound, float(w * own), out=head_bound)
+        else:
+            head_bound = np.zeros(head_idx.size)
+        later_max = np.maximum.accumulate(head_bound[::-1])[::-1]
+        table = groups.table(shape, tuple(ct.name for ct in pod.containers))
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
         checks = 0
         best: Placement | None = None
-        heads = order[first]  # each group's first candidate, in walk order
         aware = numa is not None and numa.node_aware
         best_total = 0.0
-        for s, i, number in zip(scores[heads].tolist(), idx[heads].tolist(), ordered[first].tolist(), strict=True):
-            if best is not None and s + bound_max <= best_total:
-                break  # no later group can beat the best total, even with its best NUMA score
-            key = (number, shape, names)
+        # each group's first candidate, in walk order
+        for s, i, number, top, later in zip(head_scores.tolist(), head_idx.tolist(), head_numbers.tolist(),
+                                            head_bound.tolist(), later_max.tolist(), strict=True):
+            if best is not None:
+                if s + later <= best_total:
+                    break  # no later group can beat the best total, even with its best NUMA score
+                if s + top <= best_total:
+                    continue
             if best is not None and numa is not None:  # this group's own bound, if its score has one
-                own = groups.bound(key, numa, c.nodes[i].node, pod)
+                own = groups.bound(table, number, numa, c.nodes[i].node, pod)
                 if own is not None and s + w * own <= best_total:
                     continue
             answer = local.get(number)
             if answer is None:
-                answer = groups.answers.get(key)
+                answer = table.answers.get(number)
                 if answer is None:
                     res = self.profile.filter(c.nodes[i].node, pod)
                     checks += 1
                     if res.planned is not None:
                         self._planned[i] = (int(c.version[i]), pod.uid, res)
                     answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
-                    groups.remember(key, answer, pod)
+                    groups.remember(table, number, answer, pod)
                 local[number] = answer
             res = answer.result
             if not res.passed:
@@ -334,7 +343,7 @@ class Scheduler:
                 best = Placement(i, c.nodes[i].name, res.numa_count, total)
                 best_total = total
         if best is None:
-            return None, local[int(ordered[-1])].result.reason, checks
+            return None, local[last].result.reason, checks
         return best, None, checks
 
     def _feasible(self, pod: Pod, vec: np.ndarray[Any, Any], rows: np.ndarray[Any, Any]) -> tuple[
@@ -526,15 +535,32 @@ class Scheduler:
         numa = self.profile.numa_score
         c = self.cluster
         out = np.empty(len(c.nodes), dtype=np.float64)
-        for members in c.groups:
+        for members in self._rules_groups():
             node = c.nodes[int(members[0])].node
             fewest = self._demand_model.min_numa_nodes(node, pod)
-            out[members] = float(numa.bound(fewest, c.max_numa)) * self.profile.numa_weight
+            top = numa.bound(fewest, c.max_numa)
+            by_rules = numa.rules_bound(node, pod)
+            if by_rules is not None:
+                top = min(top, by_rules)
+            out[members] = float(top) * self.profile.numa_weight
         self._bounds[shape] = out
         # the same bound on every node (one machine, or machines alike): its maximum over
         # any candidates is that value
         self._bound_uniform[shape] = float(out[0]) if out.size and bool((out == out[0]).all()) else None
         return out
+
+    def _rules_groups(self) -> list[np.ndarray[Any, Any]]:
+        """The cluster's nodes by machine object, policy and scope (what
+        :meth:`~numalign.scheduler.scorers.NumaScore.rules_bound` reads), made once."""
+        if self._by_rules is None:
+            c = self.cluster
+            split: dict[tuple[int, Any, Any], list[int]] = {}
+            for members in c.groups:
+                for i in members.tolist():
+                    node = c.nodes[i].node
+                    split.setdefault((id(node.machine), node.node_policy, node.node_scope), []).append(i)
+            self._by_rules = [np.array(v, dtype=np.int64) for v in split.values()]
+        return self._by_rules
 
     def schedule(self, pod: Pod) -> Outcome:
         """Select a node, bind, and let the node admit (the kubelet's decision)."""

@@ -23,7 +23,7 @@ in a profile in :mod:`numalign.scheduler.profiles`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from numalign.engine.policies import Policy, Scope
-from numalign.node.usage import numa_amounts
+from numalign.node.usage import available_key, numa_amounts
 from numalign.pods import QOSClass, effective_pod_requests
 from numalign.scheduler import nrt_scores
 from numalign.scheduler.nrt_scores import NumaZone
@@ -154,6 +154,13 @@ class NumaScore(ABC):
         A node-aware score's bound reads only what the profile's node key holds."""
         return None
 
+    def rules_bound(self, node: Node, pod: Pod) -> int | None:
+        """The highest score ``pod`` can get on any node with ``node``'s machine, Topology
+        Manager policy and scope, whatever its state (never more than :meth:`score_on` answers
+        on such a node; None: nothing better than :meth:`bound`). It reads nothing else, so the
+        scheduler asks one node per (machine, policy, scope) and pod shape."""
+        return None
+
 
 class AbsoluteNumaScore(NumaScore):
     """A NUMA score of each candidate on its own, never rising with the count."""
@@ -209,6 +216,27 @@ def nrt_zones(node: Node) -> list[NumaZone]:
     return zones
 
 
+#: :func:`nrt_zones` by (machine identity, :func:`~numalign.node.usage.available_key`), with
+#: the machine (a reused id never matches); cleared beyond :data:`PUBLISHED_SIZE` entries
+_PUBLISHED: dict[Hashable, tuple[object, tuple[NumaZone, ...]]] = {}
+PUBLISHED_SIZE = 1 << 14
+
+
+def published_zones(node: Node) -> Sequence[NumaZone]:
+    """:func:`nrt_zones`, shared by nodes alike and not to be changed: it reads only the
+    machine (ids, distances) and the zones' available amounts, so it is computed once per
+    (machine, :func:`~numalign.node.usage.available_key`)."""
+    key = (id(node.machine), available_key(node))
+    hit = _PUBLISHED.get(key)
+    if hit is not None and hit[0] is node.machine:
+        return hit[1]
+    zones = tuple(nrt_zones(node))
+    if len(_PUBLISHED) >= PUBLISHED_SIZE:
+        _PUBLISHED.clear()
+    _PUBLISHED[key] = (node.machine, zones)
+    return zones
+
+
 def _container_requests(pod: Pod) -> list[dict[str, int]]:
     return [dict(c.requests) for c in pod.containers]
 
@@ -238,6 +266,11 @@ class NrtZoneScore(NumaScore):
 
     def node_bound(self, node: Node, pod: Pod) -> int | None:
         """Exactly 0 on a node that is not ``single-numa-node`` (for a Guaranteed pod)."""
+        return self.rules_bound(node, pod)
+
+    def rules_bound(self, node: Node, pod: Pod) -> int | None:
+        """Exactly 0 on a node that is not ``single-numa-node``, for a Guaranteed pod:
+        :meth:`score_on` answers 0 there before it reads anything else of the node."""
         if pod.qos is QOSClass.GUARANTEED and node.node_policy is not Policy.SINGLE_NUMA_NODE:
             return 0
         return None
@@ -249,7 +282,7 @@ class NrtZoneScore(NumaScore):
             return 0
         fn = nrt_scores.ZONE_STRATEGIES[self.strategy]
         weights = dict(self.weights)
-        zones = nrt_zones(node)
+        zones = published_zones(node)
         if node.node_scope is Scope.POD:
             return nrt_scores.pod_scope_score(effective_pod_requests(pod), zones, fn, weights)
         return nrt_scores.container_scope_score(_container_requests(pod), zones, fn, weights)
@@ -292,7 +325,7 @@ class NrtLeastNumaNodes(NumaScore):
         least as many zones as on the full ones)."""
         if self.pod_bound(pod) is None:
             return None
-        zones = nrt_zones(node)
+        zones = published_zones(node)
         if node.node_scope is Scope.POD:
             fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod))
         else:
@@ -302,7 +335,7 @@ class NrtLeastNumaNodes(NumaScore):
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
         if pod.qos is not QOSClass.GUARANTEED:
             return nrt_scores.MAX_NODE_SCORE
-        zones = nrt_zones(node)
+        zones = published_zones(node)
         if node.node_scope is Scope.POD:
             return nrt_scores.least_numa_pod_scope_score(pod.qos, effective_pod_requests(pod), zones)
         return nrt_scores.least_numa_container_scope_score(pod.qos, _container_requests(pod), zones)
@@ -321,6 +354,7 @@ __all__ = [
     "least_numa_nodes",
     "most_allocated",
     "nrt_zones",
+    "published_zones",
     "volcano_numa_aware",
     "volcano_numa_aware_array",
 ]
