@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import shared_path
 from numalign.errors import InputError
 from numalign.pods import QOSClass, guaranteed_cpus
 from numalign.sim import trace_alibaba2023 as t23
 from numalign.sim import trace_alibaba2025 as t25
+from numalign.sim.workloads import kube_name, read_csv_rows
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -129,6 +132,31 @@ def test_2025_wrong_field_count_and_header(tmp_path: Path) -> None:
         t25.read_trace(empty)
     with pytest.raises(InputError, match="cannot read"):
         t25.read_trace(tmp_path / "missing.csv")
+
+
+def test_2025_shape_cache_matches_rows_read_alone(tmp_path: Path) -> None:
+    # rows of one shape share the first row's validated container: the same pods as reading
+    # every row on its own (no cache), whatever the order and the names
+    rows = [r.replace("instance_", f"instance_{k}") for k in range(3) for r in ROWS25]
+    p = write(tmp_path, "t.csv", H25, rows)
+    alone = [t25.row_to_arrival(r) for r in read_csv_rows(p, t25.COLUMNS)]
+    cached = t25.read_trace(p)
+    assert len(cached) == len(alone) == 12
+    assert sorted(cached, key=lambda a: a.pod.name) == sorted(alone, key=lambda a: a.pod.name)
+    assert len({id(a.pod.containers[0]) for a in cached}) == len(ROWS25)
+
+
+def test_csv_row_repeated_column_keeps_the_last(tmp_path: Path) -> None:
+    p = write(tmp_path, "t.csv", "a,b,a", ["1,2,3", "", " ,, "])
+    (row,) = read_csv_rows(p, ("a", "b"))
+    assert (row.line, row.text("a"), row.text("b"), row.has("c"), row.text("c")) == (2, "3", "2", False, "")
+
+
+@given(st.text(max_size=30) | st.from_regex(r"[A-Za-z0-9_.\- ]{0,20}", fullmatch=True))
+def test_kube_name_fast_path_is_the_per_character_rule(raw: str) -> None:
+    text = raw.strip().lower()
+    expected = "".join(ch if ch.isalnum() else "-" for ch in text).strip("-") or "pod"
+    assert kube_name(raw) == expected
 
 
 # -- 2023 -----------------------------------------------------------------------------------

@@ -146,6 +146,21 @@ class Node:
         twin.notes = []
         return twin
 
+    def twin(self) -> Node:
+        """Another node of this machine with a copy of this node's state, for a node as its
+        constructor left it (the state aside): what ``Node(self.machine, self.state.copy(),
+        mode=...)`` builds, sharing what depends only on the machine and the rules - the
+        resolved rules, the Topology Manager policies, the reserved CPUs, the node allocatable
+        (none of them is changed in place) - instead of resolving it again: a cluster's nodes
+        come from a few machine templates."""
+        twin = copy.copy(self)
+        twin._policies = dict(self._policies)
+        twin.state = self.state.copy()
+        twin.external_requests = {}
+        twin.notes = []
+        twin.plan_cache = None
+        return twin
+
     def use_mode(self, mode: Mode | None) -> None:
         """Decide by ``mode``'s rules from now on (a scheduler profile that decides every
         node's NUMA allocation, e.g. Koordinator's); None keeps the node's own."""

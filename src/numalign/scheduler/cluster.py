@@ -24,6 +24,7 @@ from numalign.machine.model import Machine
 from numalign.node.admission import Node
 from numalign.node.plan_cache import PlanCache
 from numalign.pods import Pod, effective_pod_requests
+from numalign.scheduler.gc_pause import collector_paused
 
 
 def node_allocatable(machine: Machine) -> dict[str, int]:
@@ -57,6 +58,10 @@ def node_allocatable(machine: Machine) -> dict[str, int]:
 FREEZE_FROM_NUMA_NODES = 8000
 #: binds between two :func:`_freeze_long_lived` calls
 FREEZE_EVERY_BINDS = 256
+#: request vectors (and :meth:`Cluster.any_fits` answers) remembered; beyond, they start over
+VECTORS_KEPT = 4096
+#: binds and unbinds :meth:`Cluster.any_fits` can look back on; beyond, the log starts over
+CHANGE_LOG_KEPT = 1 << 16
 
 
 def _freeze_long_lived(collect: bool) -> None:
@@ -69,6 +74,21 @@ def _freeze_long_lived(collect: bool) -> None:
     if collect:
         gc.collect()
     gc.freeze()
+
+
+def _fresh_nodes(nodes: Iterable[tuple[str, Machine]]) -> list[ClusterNode]:
+    """An empty node per entry: the first of each machine object built, the others its
+    twins (:meth:`Node.twin`: the machine's rules and figures are resolved once)."""
+    first: dict[int, Node] = {}
+    out: list[ClusterNode] = []
+    for name, m in nodes:
+        template = first.get(id(m))
+        if template is None:
+            node = first[id(m)] = Node(m)
+        else:
+            node = template.twin()
+        out.append(ClusterNode(name, node))
+    return out
 
 
 @dataclass
@@ -86,7 +106,8 @@ class Cluster:
     """Nodes, their engines and the node-level resource arrays."""
 
     def __init__(self, nodes: Iterable[tuple[str, Machine]]) -> None:
-        self.nodes: list[ClusterNode] = [ClusterNode(name, Node(m)) for name, m in nodes]
+        with collector_paused():  # engines hold no cycles: nothing for the collector to find
+            self.nodes: list[ClusterNode] = _fresh_nodes(nodes)
         #: admissions replayed between nodes in the same situation (exact: see plan_cache)
         self.plan_cache = PlanCache()
         for n in self.nodes:
@@ -103,6 +124,17 @@ class Cluster:
         self.requested: npt.NDArray[np.int64] = np.zeros(shape, dtype=np.int64)
         #: allocatable - requested, kept up to date by bind/unbind
         self.free: npt.NDArray[np.int64] = self.allocatable.copy()
+        #: :attr:`free` column by column (a row per resource, contiguous), for :meth:`any_fits`
+        self._free_by_col: npt.NDArray[np.int64] = np.ascontiguousarray(self.free.T)
+        #: the nodes of the binds and unbinds since change number :attr:`_log_start` (a
+        #: bounded log: it starts over beyond :data:`CHANGE_LOG_KEPT`), for :meth:`any_fits`
+        self._log: list[int] = []
+        self._log_start = 0
+        #: request vector (bytes) -> (change number, a node with it free or -1 for none, that
+        #: node's version then)
+        self._any_fits: dict[bytes, tuple[int, int, int]] = {}
+        #: pod shape -> its request vector (read-only), :meth:`request_vector`'s answers
+        self._vectors: dict[object, npt.NDArray[np.int64] | None] = {}
         self.version: npt.NDArray[np.int64] = np.zeros(len(self.nodes), dtype=np.int64)
         by_machine: dict[int, list[int]] = {}
         for i, n in enumerate(self.nodes):
@@ -131,8 +163,20 @@ class Cluster:
         return hit
 
     def request_vector(self, pod: Pod) -> npt.NDArray[np.int64] | None:
-        """The pod's node-level request (effective requests); None if it asks for a resource
-        no node has."""
+        """The pod's node-level request (effective requests; read-only, shared by the pods
+        of one :attr:`~numalign.pods.Pod.shape`); None if it asks for a resource no node has."""
+        shape = pod.shape
+        if shape in self._vectors:
+            return self._vectors[shape]
+        vec = self._request_vector(pod)
+        if vec is not None:
+            vec.setflags(write=False)
+        if len(self._vectors) >= VECTORS_KEPT:
+            self._vectors.clear()
+        self._vectors[shape] = vec
+        return vec
+
+    def _request_vector(self, pod: Pod) -> npt.NDArray[np.int64] | None:
         vec = np.zeros(len(self.resources), dtype=np.int64)
         for r, v in effective_pod_requests(pod).items():
             if v <= 0:
@@ -153,6 +197,53 @@ class Cluster:
         ok: npt.NDArray[np.bool_] = np.all(free[:, need] >= vec[need], axis=1)
         return ok
 
+    def any_fits(self, vec: npt.NDArray[np.int64]) -> bool:
+        """``fits(vec).any()``: whether some node has ``vec`` free. The answer is kept per
+        vector with a witness (a node that had it free) or none: a witness that still has it
+        free answers yes; a "none" is checked again on the nodes changed since only (a node
+        that did not change still lacks it); else every node is looked at, column by column."""
+        key = vec.tobytes()
+        hit = self._any_fits.get(key)
+        now = self._log_start + len(self._log)
+        if hit is not None and hit[0] >= self._log_start:
+            at, witness, version = hit
+            if witness >= 0:
+                if int(self.version[witness]) == version:  # unchanged: still has it free
+                    return True
+                if bool((self.free[witness] >= vec).all()):
+                    self._any_fits[key] = (now, witness, int(self.version[witness]))
+                    return True
+            else:
+                if at < now:
+                    for i in set(self._log[at - self._log_start:]):
+                        if bool((self.free[i] >= vec).all()):
+                            self._any_fits[key] = (now, i, int(self.version[i]))
+                            return True
+                    self._any_fits[key] = (now, -1, 0)
+                return False
+        ok: npt.NDArray[np.bool_] | None = None
+        by_col = self._free_by_col
+        for col in np.flatnonzero(vec).tolist():
+            here = by_col[col] >= vec[col]
+            ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        if ok is None:
+            witness = 0 if self.nodes else -1
+        else:
+            first = int(ok.argmax()) if ok.size else 0
+            witness = first if ok.size and bool(ok[first]) else -1
+        if len(self._any_fits) >= VECTORS_KEPT:
+            self._any_fits.clear()
+        self._any_fits[key] = (now, witness, int(self.version[witness]) if witness >= 0 else 0)
+        return witness >= 0
+
+    def _changed(self, i: int) -> None:
+        """Node ``i``'s free amounts changed (a bind or an unbind)."""
+        self._free_by_col[:, i] = self.free[i]
+        if len(self._log) >= CHANGE_LOG_KEPT:
+            self._log_start += len(self._log)
+            self._log = []
+        self._log.append(i)
+
     def fits_range(self, vec: npt.NDArray[np.int64], a: int, b: int) -> npt.NDArray[np.bool_]:
         """:meth:`fits` for the nodes ``a .. b-1`` only."""
         free = self.free
@@ -170,6 +261,7 @@ class Cluster:
         self.nodes[i].pods[pod.uid] = pod
         self.requested[i] += vec
         self.free[i] -= vec
+        self._changed(i)
         self.version[i] += 1
 
     def unbind(self, i: int, pod: Pod) -> None:
@@ -180,6 +272,7 @@ class Cluster:
         if vec is not None:
             self.requested[i] -= vec
             self.free[i] += vec
+            self._changed(i)
         cn.node.release(pod.uid)
         self.version[i] += 1
 

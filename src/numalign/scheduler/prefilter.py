@@ -132,6 +132,8 @@ class NumaPrefilter:
         self._compiled: dict[object, list[tuple[int, list[tuple[int, int, int]] | None]]] = {}
         #: pod shape -> the checks of :meth:`_conditions` as arrays (:meth:`_thresholds`)
         self._thresholds_of: dict[object, _Thresholds] = {}
+        #: pod shape -> :meth:`never_passes`
+        self._never: dict[object, bool] = {}
         #: :attr:`topk` as rows ``resource * slots + k - 1`` (a view: refresh writes show)
         self._topk_flat: npt.NDArray[np.int64] = self.topk.reshape(len(self.resources) * self.slots, len(self.nodes))
         assert np.shares_memory(self._topk_flat, self.topk)
@@ -369,8 +371,12 @@ class NumaPrefilter:
         """True when no node passes for ``pod`` whatever its state: every machine group's
         conditions are impossible (e.g. a request no single NUMA node holds on
         ``single-numa-node`` nodes). Cached per pod shape, like :meth:`_thresholds`."""
-        possible = self._thresholds(pod).possible
-        return possible is not None and not bool(possible.any())
+        shape = pod.shape
+        hit = self._never.get(shape)
+        if hit is None:
+            possible = self._thresholds(pod).possible
+            hit = self._never[shape] = possible is not None and not bool(possible.any())
+        return hit
 
     def passing(self, pod: Pod, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """For each candidate node index, False if the node certainly rejects ``pod`` (the

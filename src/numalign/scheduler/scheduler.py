@@ -235,7 +235,7 @@ class Scheduler:
             # stays where it is after a walk over all nodes)
             if not relative and self.nodes_to_score < len(c.nodes):  # as that walk leaves it
                 self._scan_per_found = len(c.nodes) / self.nodes_to_score
-            if not bool(c.fits(vec).any()):
+            if not c.any_fits(vec):
                 return None, "Insufficient resources (NodeResourcesFit)", 0
             return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
         idx, fitting = self._sample(pod, vec) if not relative else self._all_feasible(pod, vec)

@@ -40,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from numalign.scheduler.gc_pause import collector_paused
 from numalign.sim.metrics import Point, ProfileSeries
 from numalign.sim.release_summary import release_lines
 
@@ -226,10 +227,12 @@ def _extend(points: Sequence[Point], t_end: float) -> list[Point]:
     return pts
 
 
-def _png(fig: Figure, *, tight: bool = True) -> str:
-    """The figure as base64 PNG; ``tight=False`` keeps the figure's own size and margins."""
+def _png(fig: Figure) -> str:
+    """The figure as base64 PNG, at the figure's own size and margins: one draw (every figure
+    lays itself out: fixed margins, ``tight_layout`` or the constrained layout; cropping to
+    ``bbox_inches="tight"`` would draw it twice)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight" if tight else None)
+    fig.savefig(buf, format="png", dpi=110)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -451,7 +454,7 @@ def render_figures(
                 "failures",
                 "TopologyAffinityErrors over time (cumulative): pods the scheduler bound to a node "
                 "whose Topology Manager then rejected them." + span,
-                _png(figure_failures(series, t_end), tight=False),
+                _png(figure_failures(series, t_end)),
             )
         )
         if any(s.utilisation for s in series.values()):
@@ -461,7 +464,7 @@ def render_figures(
                     "Share of the cluster's capacity allocated to running pods, per resource "
                     "(after the last arrival the running pods finish and the cluster drains)."
                     + span,
-                    _png(figure_utilisation(series, t_end), tight=False),
+                    _png(figure_utilisation(series, t_end)),
                 )
             )
         out.append(
@@ -470,7 +473,7 @@ def render_figures(
                 "Pods waiting for a node (and, when sampled, the share of free capacity that no "
                 "single-NUMA request can use: free capacity outside each node's emptiest NUMA "
                 "node; an empty node with n equal NUMA nodes scores 1 - 1/n)." + span,
-                _png(figure_pending(series, t_end), tight=False),
+                _png(figure_pending(series, t_end)),
             )
         )
     if summary.get("profiles"):
@@ -861,7 +864,8 @@ def write_report(
     summary_path = os.path.join(out, "summary.json")
     report_path = os.path.join(out, "report.html")
     _write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
-    figures = render_figures(summary, series, heatmap) if plotting_available() else []
+    with collector_paused():  # the caller's heap (a replay's) is not walked figure after figure
+        figures = render_figures(summary, series, heatmap) if plotting_available() else []
     _write_atomic(report_path, render_html(summary, figures, title))
     return summary_path, report_path
 

@@ -101,6 +101,11 @@ class _Run:
         self.seq = 0
         self.pending: deque[tuple[Pod, float | None, float | None]] = deque()
         self.pending_uids: set[str] = set()
+        #: pending pods whose EXPIRE event is in the queue (one per pod: a pod retried and
+        #: pending again keeps its deadline, so a second event would only be skipped)
+        self.expiring: set[str] = set()
+        #: (machine, pod shape) -> :func:`minimal_numa_nodes` (capacities only: no state)
+        self._minimal: dict[tuple[int, Any], int] = {}
         self.running: dict[str, tuple[int, Pod]] = {}
         self.sched_cpu = 0.0
         self.end_s = 0.0
@@ -162,7 +167,7 @@ class _Run:
         if out.admitted and out.placement is not None and out.result is not None:
             node = self.cluster.nodes[out.placement.node].node
             containers, used = _placement(node, pod)
-            aligned = used <= max(minimal_numa_nodes(node, pod), used if used == 0 else 1)
+            aligned = used <= max(self._minimal_numa_nodes(node, pod), used if used == 0 else 1)
             self.rec.record_placed(self.name, t, pod.key, containers, aligned,
                                    node=out.placement.name, latency_s=dt, numa_nodes=used,
                                    release=node.rules.release.release.name)
@@ -188,9 +193,19 @@ class _Run:
         if pod.uid not in self.pending_uids:
             self.pending.append((pod, duration, deadline))
             self.pending_uids.add(pod.uid)
-            if deadline is not None:
+            if deadline is not None and pod.uid not in self.expiring:
+                self.expiring.add(pod.uid)
                 self.push(deadline, EXPIRE, pod)
         return False
+
+    def _minimal_numa_nodes(self, node: Node, pod: Pod) -> int:
+        """:func:`minimal_numa_nodes`, per machine and pod shape: it reads capacities (the
+        machine's, and the memory manager's allocatable, fixed at start-up), not the state."""
+        key = (id(node.machine), pod.shape)
+        hit = self._minimal.get(key)
+        if hit is None:
+            hit = self._minimal[key] = minimal_numa_nodes(node, pod)
+        return hit
 
     def _depart(self, t: float, uid: str) -> None:
         entry = self.running.pop(uid, None)
@@ -217,6 +232,7 @@ class _Run:
     def _expire(self, t: float, pod: Pod) -> None:
         """A pending pod's departure time has come: it never ran, drop it (its queue entry
         is skipped when reached)."""
+        self.expiring.discard(pod.uid)
         if pod.uid in self.pending_uids:
             self.pending_uids.discard(pod.uid)
             self.rec.record_dropped(self.name, t, pod.key)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from numalign.errors import InputError
 from numalign.machine.model import Machine
+from numalign.scheduler.gc_pause import collector_paused
 from numalign.sim import manifests, synthetic, trace_alibaba2023, trace_alibaba2025
 from numalign.sim.workloads import (
     Workload,
@@ -176,10 +177,12 @@ def load_spec(
     base_dir: str | os.PathLike[str] | None = None,
 ) -> Workload:
     """Build the workload of an already split spec (no sampling: see :func:`split_sampling`);
-    relative paths are taken from ``base_dir`` (default: the current directory)."""
-    return SOURCES[parsed.source].load(
-        replace(parsed, shared_dir=shared_dir, cluster=cluster, base_dir=base_dir)
-    )
+    relative paths are taken from ``base_dir`` (default: the current directory). The
+    pods are built with the cyclic garbage collector paused (they hold no cycles)."""
+    with collector_paused():
+        return SOURCES[parsed.source].load(
+            replace(parsed, shared_dir=shared_dir, cluster=cluster, base_dir=base_dir)
+        )
 
 
 def parse_workload_spec(

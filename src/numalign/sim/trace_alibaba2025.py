@@ -49,17 +49,22 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from functools import lru_cache
+from operator import itemgetter
 
 from numalign.sim.workloads import (
     Arrival,
     CsvRow,
+    PodShape,
     Workload,
     WorkloadSpec,
     kube_name,
     option_int,
     read_csv_rows,
-    single_container_pod,
+    shaped_pod,
+    single_container_shape,
 )
 
 FILE_NAME = "disaggregated_DLRM_trace.csv"
@@ -124,22 +129,28 @@ def _pair(row: CsvRow, req_col: str, lim_col: str, scale: int) -> tuple[int, int
 Resources = tuple[dict[str, int], dict[str, int]]
 
 
+@lru_cache(maxsize=8)
+def _resource_key(header: tuple[str, ...]) -> Callable[[Sequence[str]], tuple[str, ...]]:
+    """The raw values of :data:`RESOURCE_COLUMNS` of a row of a file with this header."""
+    index = {c: i for i, c in enumerate(header)}
+    return itemgetter(*(index[c] for c in RESOURCE_COLUMNS))
+
+
 def row_to_arrival(row: CsvRow, rdma_units: int = DEFAULT_RDMA_UNITS,
-                   seen: dict[tuple[str, ...], Resources] | None = None) -> Arrival:
+                   seen: dict[tuple[str, ...], PodShape] | None = None) -> Arrival:
     """One trace row as an :class:`Arrival` (mapping in the module docstring). ``seen``: the
-    requests and limits of the rows read before, by their raw values in
+    pod shapes (container and QoS) of the rows read before, by their raw values in
     :data:`RESOURCE_COLUMNS` (a trace repeats a few hundred shapes; a row of a known shape
     was validated as the first one of it)."""
     sn = row.text("instance_sn")
     if not sn:
         raise row.error("instance_sn", "missing value")
-    key = tuple(map(row.values.__getitem__, RESOURCE_COLUMNS))
-    resources = None if seen is None else seen.get(key)
-    if resources is None:
-        resources = _resources(row, rdma_units)
+    key = _resource_key(row.header)(row.fields)
+    shape = None if seen is None else seen.get(key)
+    if shape is None:
+        shape = single_container_shape(*_resources(row, rdma_units))
         if seen is not None:
-            seen[key] = resources
-    requests, limits = resources
+            seen[key] = shape
 
     created = row.time("creation_time")
     scheduled = row.time("scheduled_time")
@@ -152,8 +163,7 @@ def row_to_arrival(row: CsvRow, rdma_units: int = DEFAULT_RDMA_UNITS,
         if deleted < start:
             raise row.error("deletion_time", "is before creation_time")
         duration = deleted - start
-    pod = single_container_pod(NAMESPACE, kube_name(sn), requests, limits)
-    return Arrival(start, pod, duration)
+    return Arrival(start, shaped_pod(NAMESPACE, kube_name(sn), shape), duration)
 
 
 def _resources(row: CsvRow, rdma_units: int) -> Resources:
@@ -213,7 +223,7 @@ def read_trace(
     """Read the trace (streaming, stdlib csv) into a time-ordered :class:`Workload`."""
     if rdma_units < 1:
         raise ValueError("rdma_units must be >= 1")
-    seen: dict[tuple[str, ...], Resources] = {}
+    seen: dict[tuple[str, ...], PodShape] = {}
     arrivals = [row_to_arrival(r, rdma_units, seen) for r in read_csv_rows(path, COLUMNS, limit=limit)]
     return Workload(
         name="alibaba2025",

@@ -122,29 +122,47 @@ def sample_workload(workload: Workload, fraction: float, seed: int) -> Workload:
 _MISSING = frozenset({"", "nan", "NaN", "NAN", "null", "None"})
 
 
-@dataclass(frozen=True)
 class CsvRow:
-    """One data row of a trace file, with its position for error messages."""
+    """One data row of a trace file, with its position for error messages: the row's
+    ``fields`` in header order and the file's ``index`` (column name -> position, one mapping
+    shared by every row of a file, built once from the ``header``)."""
 
-    path: str
-    line: int
-    values: Mapping[str, str]
+    __slots__ = ("fields", "header", "index", "line", "path")
+
+    def __init__(
+        self,
+        path: str,
+        line: int,
+        fields: Sequence[str],
+        header: tuple[str, ...],
+        index: Mapping[str, int],
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.fields = fields
+        self.header = header
+        self.index = index
 
     def error(self, column: str, problem: str) -> InputError:
         return InputError(problem, f"{self.path}:{self.line}: {column}")
 
     def has(self, column: str) -> bool:
-        return column in self.values
+        return column in self.index
+
+    def raw(self, column: str) -> str:
+        """The value as written (not stripped); "" for a column the file does not have."""
+        i = self.index.get(column)
+        return "" if i is None else self.fields[i]
 
     def text(self, column: str) -> str:
-        return self.values.get(column, "").strip()
+        return self.raw(column).strip()
 
     def is_missing(self, column: str) -> bool:
         return self.text(column) in _MISSING
 
     def decimal(self, column: str, *, minimum: int | None = 0) -> Fraction | int:
         """An exact, finite decimal number (an int when whole); missing values are errors."""
-        raw = self.values.get(column, "").strip()
+        raw = self.raw(column).strip()
         # fast paths: most trace values are plain non-negative decimals ("12", "120.0")
         if raw.isdigit():
             return int(raw)  # non-negative, so above every minimum used here
@@ -177,7 +195,9 @@ class CsvRow:
 
     def time(self, column: str) -> float | None:
         """Seconds from the trace start; None for a missing value (NaN in the trace)."""
-        raw = self.values.get(column, "").strip()
+        raw = self.raw(column).strip()
+        if not raw:
+            return None
         whole, dot, frac = raw.partition(".")
         if raw.isascii() and whole.isdigit() and (not dot or frac.isdigit()):
             # a plain decimal (most trace times): float() rounds its exact value to the
@@ -214,10 +234,11 @@ def read_csv_rows(
     with fh:
         reader = csv.reader(fh)
         try:
-            header = next(reader, None)
-            if header is None:
+            first = next(reader, None)
+            if first is None:
                 raise InputError("empty file, expected a CSV header line", f"{name}:1")
-            header = [h.strip() for h in header]
+            header = tuple(h.strip() for h in first)
+            index = {c: i for i, c in enumerate(header)}  # a repeated column: the last one
             for col in required:
                 if col not in header:
                     raise InputError(
@@ -228,7 +249,7 @@ def read_csv_rows(
             for fields in reader:
                 if limit is not None and count >= limit:
                     return
-                if not fields or all(not f.strip() for f in fields):
+                if not fields or (not fields[0].strip() and all(not f.strip() for f in fields)):
                     continue
                 line = reader.line_num
                 if len(fields) != len(header):
@@ -237,7 +258,7 @@ def read_csv_rows(
                         f"{name}:{line}",
                     )
                 count += 1
-                yield CsvRow(name, line, dict(zip(header, fields, strict=True)))
+                yield CsvRow(name, line, fields, header, index)
         except csv.Error as e:
             raise InputError(f"malformed CSV: {e}", f"{name}:{reader.line_num}") from None
         except UnicodeDecodeError as e:
@@ -253,22 +274,27 @@ def kube_name(raw: str) -> str:
     lower case, every character that is not a letter or digit replaced by ``-``."""
     text = raw.strip().lower()
     if text.isascii():
-        out = text.translate(_ASCII_NON_ALNUM).strip("-")
+        dashed = text.replace("_", "-")  # the usual case: letters, digits, "_" and "-"
+        if not dashed.replace("-", "").isalnum():
+            dashed = text.translate(_ASCII_NON_ALNUM)
+        out = dashed.strip("-")
     else:
         out = "".join(ch if ch.isalnum() else "-" for ch in text).strip("-")
     return out or "pod"
 
 
+#: one app container ``main`` and the QoS class of a pod holding only it
+PodShape = tuple[Container, QOSClass]
+
 #: the container ``main`` and its QoS class, by the requests and limits (pods of one shape
 #: share the container: it is immutable; bounded by :data:`_SHAPES_KEPT`)
-_SHAPES: dict[tuple[tuple[str, int], ...], tuple[Container, QOSClass]] = {}
+_SHAPES: dict[tuple[tuple[str, int], ...], PodShape] = {}
 _SHAPES_KEPT = 1 << 14
 
 
-def single_container_pod(
-    namespace: str, name: str, requests: Mapping[str, int], limits: Mapping[str, int]
-) -> Pod:
-    """A pod with one app container ``main`` (QoS by the kubelet's rules, cached by shape)."""
+def single_container_shape(requests: Mapping[str, int], limits: Mapping[str, int]) -> PodShape:
+    """The container ``main`` with these requests and limits and its pod's QoS class (by the
+    kubelet's rules), cached by shape: readers keep it for rows of the same shape."""
     key = (*sorted(requests.items()), ("", -1), *sorted(limits.items()))
     shape = _SHAPES.get(key)
     if shape is None:
@@ -276,6 +302,11 @@ def single_container_pod(
         if len(_SHAPES) >= _SHAPES_KEPT:
             _SHAPES.clear()
         shape = _SHAPES[key] = (container, pod_qos([container]))
+    return shape
+
+
+def shaped_pod(namespace: str, name: str, shape: PodShape) -> Pod:
+    """A pod of :func:`single_container_shape`'s shape (uid: :func:`default_uid`)."""
     container, qos = shape
     return Pod(
         namespace=namespace,
@@ -284,6 +315,13 @@ def single_container_pod(
         qos=qos,
         containers=(container,),
     )
+
+
+def single_container_pod(
+    namespace: str, name: str, requests: Mapping[str, int], limits: Mapping[str, int]
+) -> Pod:
+    """A pod with one app container ``main`` (QoS by the kubelet's rules, cached by shape)."""
+    return shaped_pod(namespace, name, single_container_shape(requests, limits))
 
 
 # --------------------------------------------------------------------------------------------
