@@ -173,7 +173,7 @@ def test_ctrl_c_keeps_finished_cells_and_a_rerun_skips_them(
         cluster: LocalDask, tmp_path: Path, no_plots: None,
         capsys: pytest.CaptureFixture[str]) -> None:
     path = sweep_file(tmp_path, {"cluster": "builtin:small", "profile": "numalign",
-                                 "workload": "synthetic:count=200", "seed": list(range(1, 13))})
+                                 "workload": "synthetic:count=1000", "seed": list(range(1, 13))})
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "numalign", "sweep", str(path), "--scheduler", cluster.address,
