@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -45,9 +46,17 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
+def default_sigint() -> None:
+    """In a child before exec: SIGINT back to its default action, as in a terminal's foreground
+    job. A test run started in the background (``make test &``, nohup) ignores SIGINT, every
+    process it starts inherits that, and Python keeps a SIGINT it finds ignored: a test that
+    sends SIGINT would then wait for nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def popen(*args: str, **kw: Any) -> subprocess.Popen[str]:
     return subprocess.Popen([*CLI, *args], text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, **kw)
+                            stderr=subprocess.PIPE, preexec_fn=default_sigint, **kw)
 
 
 def small_spec(tmp: Path) -> Path:

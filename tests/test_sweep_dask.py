@@ -169,16 +169,21 @@ def test_a_failing_cell_is_reported_and_the_others_finish(
     assert "Failed cells (2)" in (out / "report.html").read_text()
 
 
+def default_sigint() -> None:
+    """SIGINT back to its default action in the child (see test_launcher_helpers)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_keeps_finished_cells_and_a_rerun_skips_them(
         cluster: LocalDask, tmp_path: Path, no_plots: None,
         capsys: pytest.CaptureFixture[str]) -> None:
     path = sweep_file(tmp_path, {"cluster": "builtin:small", "profile": "numalign",
-                                 "workload": "synthetic:count=1000", "seed": list(range(1, 13))})
+                                 "workload": "synthetic:count=200", "seed": list(range(1, 13))})
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "numalign", "sweep", str(path), "--scheduler", cluster.address,
          "--out", str(out)], env=ENV, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        text=True, preexec_fn=default_sigint)  # a background test run ignores SIGINT
     try:
         deadline = time.monotonic() + 60
         while len(list((out / "cells").glob("*.json"))) < 2 and time.monotonic() < deadline:
