@@ -25,8 +25,6 @@ some profiles (with numalign, the reference), only.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -35,7 +33,7 @@ from typing import Any
 
 from benchmarks.scheduler_bench import run as scheduler_run
 from benchmarks.scheduler_bench import template
-from benchmarks.timing import best_median
+from benchmarks.timing import best_median, child_json
 
 RUNS = 3
 PODS = 3000
@@ -92,16 +90,7 @@ def measure(cell: Cell, profile: str) -> dict[str, Any]:
 
 
 def _child(cell: Cell, profile: str) -> dict[str, Any]:
-    root = Path(__file__).resolve().parents[1]
-    path = os.environ.get("PYTHONPATH", "")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), path) if p)}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.profiles_bench", "--cell", cell.name,
-                           "--profile", profile], capture_output=True, text=True, env=env, cwd=root,
-                          check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cell.name} {profile}: {proc.stderr.strip()[-2000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    return child_json("benchmarks.profiles_bench", "--cell", cell.name, "--profile", profile)
 
 
 def main(names: list[str] | None = None, profiles: tuple[str, ...] = PROFILES) -> None:

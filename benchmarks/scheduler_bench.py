@@ -28,15 +28,12 @@ floor for its basic 5,000-node workload (no NUMA awareness) is 680-810 pods/s.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from benchmarks.timing import best_median, median_ms, p99_ms, peak_rss_mib
+from benchmarks.timing import best_median, child_json, median_ms, p99_ms, peak_rss_mib
 from numalign.scheduler import Cluster, Scheduler, get_profile
 from numalign.sim.cluster import load_cluster
 from numalign.sim.sources import parse_workload_spec
@@ -164,16 +161,7 @@ def measure_cell(cell: Cell, profile: str, runs: int = RUNS) -> dict[str, Any]:
 
 
 def _child(cell: Cell, profile: str) -> dict[str, Any]:
-    root = Path(__file__).resolve().parents[1]
-    path = os.environ.get("PYTHONPATH", "")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), path) if p)}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.scheduler_bench", "--cell", cell.name,
-                           "--profile", profile], capture_output=True, text=True, env=env, cwd=root,
-                          check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cell.name} {profile}: {proc.stderr.strip()[-2000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    return child_json("benchmarks.scheduler_bench", "--cell", cell.name, "--profile", profile)
 
 
 def main(names: list[str] | None = None) -> None:

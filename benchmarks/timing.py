@@ -7,13 +7,17 @@ per-call latencies (``measure``) are wall-clock and say so.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 
 def measure(fn: Callable[[], object], *, min_runs: int = 5, budget_s: float = 1.0) -> list[float]:
@@ -82,3 +86,17 @@ def machine_description() -> str:
     return (f"machine: {_cpu_model()}, {os.cpu_count()} logical CPUs ({usable} usable), {load}; "
             f"{platform.python_implementation()} {platform.python_version()} on "
             f"{platform.system()} {platform.release()}")
+
+
+def child_json(module: str, *args: str) -> dict[str, Any]:
+    """Run ``python -m module args`` from the repository root (the checkout first on the path)
+    and return the JSON object on the last line of its output; its stderr tail on failure."""
+    root = Path(__file__).resolve().parents[1]
+    path = os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), path) if p)}
+    proc = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          env=env, cwd=root, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {proc.stderr.strip()[-2000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result

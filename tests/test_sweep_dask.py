@@ -35,6 +35,7 @@ from numalign.sim.sweep.cell import TOPIC
 from numalign.sim.sweep.grid import CellParams
 from numalign.sim.sweep.metrics import without_timings
 from sweep_helpers import ENV, LocalDask, local_dask, write_trace
+from test_launcher_helpers import default_sigint
 
 pytest.importorskip("distributed", reason="the sweep extra (dask[distributed]) is not installed")
 #: one cluster for the module, in one xdist worker (make test runs pytest --dist loadgroup)
@@ -167,11 +168,6 @@ def test_a_failing_cell_is_reported_and_the_others_finish(
     csv_rows = (out / "sweep.csv").read_text().splitlines()
     assert len(csv_rows) == 5 and sum(",failed," in r for r in csv_rows) == 2
     assert "Failed cells (2)" in (out / "report.html").read_text()
-
-
-def default_sigint() -> None:
-    """SIGINT back to its default action in the child (see test_launcher_helpers)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_ctrl_c_keeps_finished_cells_and_a_rerun_skips_them(
