@@ -35,6 +35,7 @@ whose Topology Manager refuses the pod fails with Koordinator's own status messa
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, MEMORY
 from numalign.machine.model import Device, Machine
 from numalign.modes.koordinator.numa import NumaNodeStatus, exclusive_ok, node_numa_policy
+from numalign.modes.koordinator.score_bound import ENUMERATE_NUMA, numa_set_bound, subset_score
 from numalign.modes.rules import Mode
 from numalign.node.admission import Node, PodResult
 from numalign.node.plan_cache import state_key
@@ -57,7 +59,8 @@ from numalign.node.usage import (
     pod_usage,
     pods_usage,
 )
-from numalign.pods import Pod, effective_pod_requests
+from numalign.pods import Pod, effective_pod_requests, guaranteed_cpus
+from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.pods.annotations import Exclusive
 from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.nrt_scores import MAX_NODE_SCORE
@@ -184,6 +187,63 @@ class KoordinatorNumaScore(NumaScore):
 
     def bound(self, fewest: int, max_numa: int) -> int:
         return MAX_NODE_SCORE
+
+    def node_bound(self, node: Node, pod: Pod) -> int | None:
+        """The highest Score ``pod`` can get on ``node`` without planning it
+        (:mod:`numalign.modes.koordinator.score_bound`): over the node-level amounts when the
+        pod may get nothing NUMA-bound, and over every NUMA node set that can hold its exclusive
+        CPUs (one NUMA node under ``single-numa-node``); with or without a cpuset when the pod
+        alone does not tell. LeastAllocated only (None: MostAllocated)."""
+        if self.strategy != "LeastAllocated":
+            return None
+        req = effective_pod_requests(pod)
+        policy = node.policy_for(pod)[0].policy
+        static = node.machine.kubelet.cpu_manager_policy == CPU_STATIC
+        exclusive = sum(guaranteed_cpus(pod, c) for c in pod.containers) if static else 0
+        # whether the admitted pod holds a cpuset: for sure when an app container gets
+        # exclusive CPUs; never without a container asking for them; else either
+        cpuset: bool | None = True if exclusive else (
+            None if static and any(guaranteed_cpus(pod, c) for c in pod.init_containers) else False)
+        zones = numa_amounts(node)
+        bound_cpus = sum(z.allocatable.get(CPU, 0) - z.available.get(CPU, 0) for z in zones.values()) * 1000
+        variants = [False, True] if cpuset is None else [cpuset]
+        score = self._resource_score
+        best: int | None = None
+        if policy is Policy.NONE or not exclusive:  # the node-level Score
+            requested, _ = node.requested()
+            allocatable = {r: node.allocatable.get(r, 0) for r in self.weights}
+            for held in variants:
+                before = {r: requested.get(r, 0) for r in self.weights}
+                if held:
+                    before[CPU] = bound_cpus
+                s = subset_score((0,), {0: allocatable}, {0: before}, {}, req, self.weights, score)
+                best = s if best is None else max(best, s)
+        if policy is Policy.NONE:
+            return best
+        scale = {CPU: 1000}
+        numa_mem = numa_memory_held(node)
+        ids = sorted(zones)
+        alloc = {i: {r: zones[i].allocatable.get(r, 0) * scale.get(r, 1) for r in self.weights} for i in ids}
+        before_of = {i: {r: (zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0)
+                             + numa_mem.get(i, {}).get(r, 0)) * scale.get(r, 1) for r in self.weights}
+                     for i in ids}
+        # the NUMA nodes of the pod's exclusive CPUs had them available
+        ids = [i for i in ids if zones[i].available.get(CPU, 0) > 0] if exclusive else ids
+        candidates: list[tuple[int, ...]] | None = None
+        if exclusive and policy is Policy.SINGLE_NUMA_NODE:
+            candidates = [(i,) for i in ids if zones[i].available.get(CPU, 0) >= exclusive]
+        elif exclusive and len(ids) <= ENUMERATE_NUMA:
+            candidates = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k)
+                          if sum(zones[i].available.get(CPU, 0) for i in c) >= exclusive]
+        for held in variants:
+            s = numa_set_bound(candidates, ids, alloc, before_of, {CPU: bound_cpus} if held else {}, req,
+                               self.weights, score)
+            if s is not None:
+                best = s if best is None else max(best, s)
+        return 0 if best is None else best
+
+    def _resource_score(self, requested: int, allocatable: int) -> int:
+        return resource_score(self.strategy, requested, allocatable)
 
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
         planned = _plan(node, pod)[1]

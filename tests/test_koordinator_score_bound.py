@@ -1,0 +1,118 @@
+"""The bound of Koordinator's NUMA score (:meth:`KoordinatorNumaScore.node_bound`,
+:mod:`numalign.modes.koordinator.score_bound`) is never below the Score where the filter
+passes: the grouped scheduler walk skips a group on it, so a bound below the Score would change
+a decision. Random nodes (2, 4 and 8 NUMA nodes, every policy, with and without the Static
+memory manager) filled by random pods, random pods with Koordinator annotations; and the
+per-resource search against every subset."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from numalign.modes.koordinator.scheduling import KoordinatorNumaScore, koordinator_filter, resource_score
+from numalign.modes.koordinator.score_bound import best_ratio_score, numa_set_bound, subset_score
+from numalign.modes.rules import Mode
+from numalign.node.admission import Node
+from numalign.pods import Pod
+from numalign.pods.annotations import KOORDINATOR_ANNOTATION, RESOURCE_SPEC
+from numalign.sim.cluster import load_cluster
+from numalign.sim.sources import parse_workload_spec
+
+
+def _machine(numa: int, policy: str, memory: str, name: str) -> dict[str, Any]:
+    kubelet: dict[str, Any] = {"topologyManagerPolicy": policy, "cpuManagerPolicy": "static",
+                               "reservedSystemCPUs": "0", "memoryManagerPolicy": memory,
+                               "topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "8"}}
+    if memory == "Static":
+        kubelet |= {"systemReserved": {"memory": "1Gi"},
+                    "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1124Mi"}}]}
+    return {"name": name,
+            "shape": {"sockets": 2 if numa > 1 else 1, "numaPerSocket": max(1, numa // 2), "coresPerNuma": 2,
+                      "threadsPerCore": 2, "memoryPerNuma": "8Gi", "gpusPerNuma": 1},
+            "kubelet": kubelet}
+
+
+def _cluster() -> Any:
+    groups = []
+    for numa, policy, memory in itertools.product((2, 4, 8), ("single-numa-node", "restricted", "best-effort",
+                                                              "none"), ("Static", "None")):
+        name = f"n{numa}-{policy}-{memory}".lower()
+        groups.append({"machine": _machine(numa, policy, memory, name), "count": 1, "namePrefix": name})
+    return load_cluster({"nodes": groups}, "bound")
+
+
+NODES = _cluster()
+POOL: list[Pod] = [a.pod for a in parse_workload_spec("synthetic:count=300,seed=11", None, cluster=NODES)]
+SPECS = [None, {"numaTopologyPolicy": "SingleNUMANode"}, {"numaTopologyPolicy": "Restricted"},
+         {"numaTopologyPolicy": "BestEffort", "singleNUMANodeExclusive": "Preferred"}]
+BINDS = [None, {"preferredCPUBindPolicy": "SpreadByPCPUs"}, {"requiredCPUBindPolicy": "FullPCPUs"}]
+
+
+def _annotated(pod: Pod, spec: Any, bind: Any, tag: str) -> Pod:
+    notes = dict(pod.annotations)
+    if spec is not None:
+        notes[KOORDINATOR_ANNOTATION] = json.dumps(spec)
+    if bind is not None:
+        notes[RESOURCE_SPEC] = json.dumps(bind)
+    return replace(pod, uid=f"u-{tag}", name=f"p-{tag}", annotations=notes)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_bound_is_never_below_the_score(data: st.DataObject) -> None:
+    score = KoordinatorNumaScore()
+    nodes = [Node(m) for _, m in NODES]
+    for n in nodes:
+        n.use_mode(Mode.KOORDINATOR)
+    for k in range(data.draw(st.integers(0, 40))):
+        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
+        pod = _annotated(POOL[data.draw(st.integers(0, len(POOL) - 1))], data.draw(st.sampled_from(SPECS)),
+                         data.draw(st.sampled_from(BINDS)), f"fill{k}")
+        if koordinator_filter(n, pod).passed:
+            n.admit(pod)
+    pod = _annotated(POOL[data.draw(st.integers(0, len(POOL) - 1))], data.draw(st.sampled_from(SPECS)),
+                     data.draw(st.sampled_from(BINDS)), "new")
+    for n in nodes:
+        res = koordinator_filter(n, pod)
+        if not res.passed:
+            continue
+        got = score.score_on(n, pod, res.numa_count, 8)
+        bound = score.node_bound(n, pod)
+        assert bound is not None and got <= bound, (n.machine.name, pod.shape, got, bound)
+
+
+def _least(requested: int, allocatable: int) -> int:
+    return resource_score("LeastAllocated", requested, allocatable)
+
+
+_AMOUNT = st.integers(0, 64)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_per_resource_search_is_the_best_subset(data: st.DataObject) -> None:
+    """:func:`best_ratio_score` is the best LeastAllocated score of one resource over every
+    non-empty subset, and :func:`numa_set_bound` without candidates is at least every subset's
+    Score (exact when it enumerates)."""
+    ids = list(range(data.draw(st.integers(1, 7))))
+    weights = {"cpu": data.draw(st.integers(1, 3)), "memory": data.draw(st.integers(1, 3))}
+    alloc = {i: {r: data.draw(_AMOUNT) for r in weights} for i in ids}
+    before = {i: {r: data.draw(st.integers(-4, 64)) for r in weights} for i in ids}
+    request = {r: data.draw(st.integers(0, 32)) for r in weights}
+    fixed = {"cpu": data.draw(st.integers(0, 128))} if data.draw(st.booleans()) else {}
+    subsets = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k)]
+    for r in weights:
+        scored = [_least((fixed[r] if r in fixed else sum(before[i][r] for i in c)) + request[r],
+                         sum(alloc[i][r] for i in c)) for c in subsets if sum(alloc[i][r] for i in c) > 0]
+        assert best_ratio_score(ids, alloc, before, fixed.get(r), request[r], r, _least) == max(scored, default=None)
+    every = [subset_score(c, alloc, before, fixed, request, weights, _least) for c in subsets]
+    bound = numa_set_bound(None, ids, alloc, before, fixed, request, weights, _least)
+    assert bound is not None and bound >= max(every)
+    if len(ids) <= 4:
+        assert bound == max(every)
