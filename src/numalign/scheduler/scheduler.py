@@ -34,6 +34,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -47,7 +48,7 @@ from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
-from numalign.scheduler.node_groups import Answer, NodeGroups, group_heads
+from numalign.scheduler.node_groups import Answer, NodeGroups, ShapeTable, group_heads
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
 
@@ -283,7 +284,8 @@ class Scheduler:
         first candidate of a group has the group's best score and comes first among equals, so
         the first candidate of highest total over the groups that pass is the node the
         node-by-node walk keeps; with none passing, that walk's last refusal is the last
-        candidate's, its group's reason."""
+        candidate's, its group's reason. Groups are asked best bound first (below), which finds
+        that node with fewer filter runs than asking them in walk order."""
         groups = self._groups
         assert groups is not None and self.profile.filter is not None
         c = self.cluster
@@ -291,8 +293,7 @@ class Scheduler:
         w = self.profile.numa_weight
         head_scores, head_idx, head_numbers, last = group_heads(idx, scores, numbers)
         # per group: the weighted NUMA score bound of its first candidate (the group's answers
-        # are that node's), and the largest of those from it on: no later group can total more
-        # than its node score plus that
+        # are that node's)
         if numa is not None:
             head_bound = self._numa_bounds(pod, shape)[head_idx]
             own = numa.pod_bound(pod)
@@ -300,51 +301,78 @@ class Scheduler:
                 np.minimum(head_bound, float(w * own), out=head_bound)
         else:
             head_bound = np.zeros(head_idx.size)
-        later_max = np.maximum.accumulate(head_bound[::-1])[::-1]
         table = groups.table(shape, tuple(ct.name for ct in pod.containers))
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
         checks = 0
         best: Placement | None = None
-        aware = numa is not None and numa.node_aware
         best_total = 0.0
-        # each group's first candidate, in walk order
-        for s, i, number, top, later in zip(head_scores.tolist(), head_idx.tolist(), head_numbers.tolist(),
-                                            head_bound.tolist(), later_max.tolist(), strict=True):
-            if best is not None:
-                if s + later <= best_total:
-                    break  # no later group can beat the best total, even with its best NUMA score
-                if s + top <= best_total:
-                    continue
-            if best is not None and numa is not None:  # this group's own bound, if its score has one
+        best_at = -1  # the best group's position in walk order
+        # groups by the most they can total (node score plus NUMA score bound), then walk order;
+        # a group's own bound (:meth:`NodeGroups.bound`) replaces the common one when it comes up
+        # first, so only groups that can still win have it read. A group is asked once nothing
+        # left can total more than its bound, and the walk ends when nothing left can beat the
+        # best total (or equal it earlier in walk order): the first group of highest total.
+        refine = numa is not None
+        heap = [(-(s + top), j, False) for j, (s, top) in enumerate(zip(head_scores.tolist(), head_bound.tolist(),
+                                                                        strict=True))]
+        heapq.heapify(heap)
+        while heap:
+            key, j, refined = heapq.heappop(heap)
+            if best is not None and (-key < best_total or (-key == best_total and j > best_at)):
+                break  # nothing left can beat the best total
+            s, i, number = float(head_scores[j]), int(head_idx[j]), int(head_numbers[j])
+            if refine and not refined:
+                assert numa is not None
                 own = groups.bound(table, number, numa, c.nodes[i].node, pod)
-                if own is not None and s + w * own <= best_total:
+                if own is not None and s + w * own < -key:
+                    heapq.heappush(heap, (-(s + w * own), j, True))
                     continue
-            answer = local.get(number)
-            if answer is None:
-                answer = table.answers.get(number)
-                if answer is None:
-                    res = self.profile.filter(c.nodes[i].node, pod)
-                    checks += 1
-                    if res.planned is not None:
-                        self._planned[i] = (int(c.version[i]), pod.uid, res)
-                    answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
-                    groups.remember(table, number, answer, pod)
-                local[number] = answer
-            res = answer.result
+            answer = self._group_answer(table, local, number, i, pod)
+            checks += answer[1]
+            res = answer[0].result
             if not res.passed:
                 continue
             total = s
             if numa is not None:
-                if answer.score is None:
-                    answer.score = (numa.score_on(c.nodes[i].node, pod, res.numa_count, c.max_numa) if aware
-                                    else self._numa_score(i, pod, shape, res.numa_count))
-                total += w * answer.score
-            if best is None or total > best_total:
+                total += w * self._group_score(answer[0], i, pod, shape)
+            if best is None or total > best_total or (total == best_total and j < best_at):
                 best = Placement(i, c.nodes[i].name, res.numa_count, total)
-                best_total = total
+                best_total, best_at = total, j
         if best is None:
             return None, local[last].result.reason, checks
         return best, None, checks
+
+    def _group_answer(self, table: ShapeTable, local: dict[int, Answer], number: int, i: int,
+                      pod: Pod) -> tuple[Answer, int]:
+        """Group ``number``'s filter answer for ``pod`` (node ``i`` asked when no pod of the
+        shape has asked the group yet), and whether the filter ran."""
+        answer = local.get(number)
+        if answer is not None:
+            return answer, 0
+        groups = self._groups
+        assert groups is not None and self.profile.filter is not None
+        c = self.cluster
+        ran = 0
+        answer = table.answers.get(number)
+        if answer is None:
+            res = self.profile.filter(c.nodes[i].node, pod)
+            ran = 1
+            if res.planned is not None:
+                self._planned[i] = (int(c.version[i]), pod.uid, res)
+            answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
+            groups.remember(table, number, answer, pod)
+        local[number] = answer
+        return answer, ran
+
+    def _group_score(self, answer: Answer, i: int, pod: Pod, shape: Any) -> int:
+        """The NUMA score of a group that passed (node ``i`` stands for it), asked once."""
+        numa = self.profile.numa_score
+        assert numa is not None
+        if answer.score is None:
+            count = answer.result.numa_count
+            answer.score = (numa.score_on(self.cluster.nodes[i].node, pod, count, self.cluster.max_numa)
+                            if numa.node_aware else self._numa_score(i, pod, shape, count))
+        return answer.score
 
     def _feasible(self, pod: Pod, vec: np.ndarray[Any, Any], rows: np.ndarray[Any, Any]) -> tuple[
             np.ndarray[Any, Any], int]:
