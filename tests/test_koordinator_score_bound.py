@@ -116,3 +116,18 @@ def test_the_per_resource_search_is_the_best_subset(data: st.DataObject) -> None
     assert bound is not None and bound >= max(every)
     if len(ids) <= 4:
         assert bound == max(every)
+
+
+def test_a_malformed_annotation_is_the_filters_to_refuse() -> None:
+    """The walk reads the bound before any filter: a pod whose ``numa-topology-spec`` does not
+    parse has no bound (no error), and every node refuses it with the filter's reason."""
+    from numalign.scheduler import Cluster, Scheduler, get_profile
+
+    pod = replace(POOL[0], uid="bad", name="bad", annotations={KOORDINATOR_ANNOTATION: "{not json"})
+    node = Node(NODES[0][1])
+    node.use_mode(Mode.KOORDINATOR)
+    assert KoordinatorNumaScore().node_bound(node, pod) is None
+    refused = koordinator_filter(node, pod)
+    assert not refused.passed and refused.reason
+    out = Scheduler(Cluster(NODES), get_profile("koordinator")).schedule(pod)
+    assert out.placement is None and out.reason == refused.reason

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from numalign.engine.merge_budget import MergeTooLarge
 from numalign.engine.policies import Policy
 from numalign.errors import InputError
-from numalign.inputs.quantity import CPU, MEMORY
+from numalign.inputs.quantity import CPU, MEMORY, is_memory_resource
 from numalign.machine.model import Device, Machine
 from numalign.modes.koordinator.numa import NumaNodeStatus, exclusive_ok, node_numa_policy
 from numalign.modes.koordinator.score_bound import ENUMERATE_NUMA, numa_set_bound, subset_score
@@ -54,6 +54,7 @@ from numalign.node.state import NodeState
 from numalign.node.usage import (
     cpus_numa_nodes,
     numa_amounts,
+    numa_free,
     numa_memory_held,
     pod_numa_nodes,
     pod_usage,
@@ -61,6 +62,7 @@ from numalign.node.usage import (
 )
 from numalign.pods import Pod, effective_pod_requests, guaranteed_cpus
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
+from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 from numalign.pods.annotations import Exclusive
 from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.nrt_scores import MAX_NODE_SCORE
@@ -169,6 +171,60 @@ def resource_score(strategy: str, requested: int, allocatable: int) -> int:
     return (allocatable - requested) * MAX_NODE_SCORE // allocatable
 
 
+@dataclass(frozen=True)
+class _BoundAmounts:
+    """What :meth:`KoordinatorNumaScore.node_bound` reads of a node, pod aside (the Score's
+    units: milli-CPUs, bytes)."""
+
+    static_cpus: bool
+    static_memory: bool
+    requested: Mapping[str, int]  # node-level requests of the weighted resources
+    allocatable: Mapping[str, int]  # node allocatable of the weighted resources
+    bound_cpus: int  # every CPU bound to a pod, in milli-CPUs
+    ids: tuple[int, ...]
+    alloc: Mapping[int, Mapping[str, int]]  # per NUMA node: the zone's allocatable
+    before: Mapping[int, Mapping[str, int]]  # per NUMA node: allocated there (the Score's before)
+    free: Mapping[int, Mapping[str, int]]  # per NUMA node: free CPUs (count) and, Static, memory
+
+
+#: per node: the state, external pods and weights :class:`_BoundAmounts` was read for
+_BOUND_AMOUNTS: weakref.WeakKeyDictionary[Node, tuple[NodeState, object, object, _BoundAmounts]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _bound_amounts(node: Node, weights: Mapping[str, int]) -> _BoundAmounts:
+    external = (node.external_pods, tuple(sorted(node.external_requests.items())))
+    hit = _BOUND_AMOUNTS.get(node)
+    if hit is not None and hit[0] is node.state and hit[1] == external and hit[2] == weights:
+        return hit[3]
+    m = node.machine
+    zones = numa_amounts(node)
+    numa_mem = numa_memory_held(node)  # NodeAllocation's per-NUMA memory (scoring.go)
+    scale = {CPU: 1000}
+    ids = tuple(sorted(zones))
+    static_memory = m.kubelet.memory_manager_policy == MEMORY_STATIC
+    free: dict[int, dict[str, int]] = {i: {CPU: zones[i].available.get(CPU, 0)} for i in ids}
+    if static_memory:
+        for i, per in numa_free(node).items():
+            if i in free:
+                free[i].update((r, v) for r, v in per.items() if is_memory_resource(r))
+    requested, _ = node.requested()
+    out = _BoundAmounts(
+        static_cpus=m.kubelet.cpu_manager_policy == CPU_STATIC,
+        static_memory=static_memory,
+        requested={r: requested.get(r, 0) for r in weights},
+        allocatable={r: node.allocatable.get(r, 0) for r in weights},
+        bound_cpus=sum(z.allocatable.get(CPU, 0) - z.available.get(CPU, 0) for z in zones.values()) * 1000,
+        ids=ids,
+        alloc={i: {r: zones[i].allocatable.get(r, 0) * scale.get(r, 1) for r in weights} for i in ids},
+        before={i: {r: (zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0)
+                        + numa_mem.get(i, {}).get(r, 0)) * scale.get(r, 1) for r in weights} for i in ids},
+        free=free,
+    )
+    _BOUND_AMOUNTS[node] = (node.state, external, dict(weights), out)
+    return out
+
+
 class KoordinatorNumaScore(NumaScore):
     """NodeNUMAResource's Score on one candidate (it reads the node: ``node_aware``)."""
 
@@ -192,52 +248,54 @@ class KoordinatorNumaScore(NumaScore):
         """The highest Score ``pod`` can get on ``node`` without planning it
         (:mod:`numalign.modes.koordinator.score_bound`): over the node-level amounts when the
         pod may get nothing NUMA-bound, and over every NUMA node set that can hold its exclusive
-        CPUs (one NUMA node under ``single-numa-node``); with or without a cpuset when the pod
-        alone does not tell. LeastAllocated only (None: MostAllocated)."""
+        CPUs - and, under the Static memory manager, its memory - (one NUMA node under
+        ``single-numa-node``); with or without a cpuset when the pod alone does not tell.
+        LeastAllocated only (None: MostAllocated)."""
         if self.strategy != "LeastAllocated":
             return None
+        try:
+            policy = node.policy_for(pod)[0].policy
+        except InputError:  # a malformed annotation: the filter's to refuse, with its reason
+            return None
         req = effective_pod_requests(pod)
-        policy = node.policy_for(pod)[0].policy
-        static = node.machine.kubelet.cpu_manager_policy == CPU_STATIC
-        exclusive = sum(guaranteed_cpus(pod, c) for c in pod.containers) if static else 0
+        amounts = _bound_amounts(node, self.weights)
+        exclusive = sum(guaranteed_cpus(pod, c) for c in pod.containers) if amounts.static_cpus else 0
         # whether the admitted pod holds a cpuset: for sure when an app container gets
         # exclusive CPUs; never without a container asking for them; else either
         cpuset: bool | None = True if exclusive else (
-            None if static and any(guaranteed_cpus(pod, c) for c in pod.init_containers) else False)
-        zones = numa_amounts(node)
-        bound_cpus = sum(z.allocatable.get(CPU, 0) - z.available.get(CPU, 0) for z in zones.values()) * 1000
+            None if amounts.static_cpus and any(guaranteed_cpus(pod, c) for c in pod.init_containers) else False)
         variants = [False, True] if cpuset is None else [cpuset]
         score = self._resource_score
         best: int | None = None
         if policy is Policy.NONE or not exclusive:  # the node-level Score
-            requested, _ = node.requested()
-            allocatable = {r: node.allocatable.get(r, 0) for r in self.weights}
             for held in variants:
-                before = {r: requested.get(r, 0) for r in self.weights}
+                before = dict(amounts.requested)
                 if held:
-                    before[CPU] = bound_cpus
-                s = subset_score((0,), {0: allocatable}, {0: before}, {}, req, self.weights, score)
+                    before[CPU] = amounts.bound_cpus
+                s = subset_score((0,), {0: amounts.allocatable}, {0: before}, {}, req, self.weights, score)
                 best = s if best is None else max(best, s)
         if policy is Policy.NONE:
             return best
-        scale = {CPU: 1000}
-        numa_mem = numa_memory_held(node)
-        ids = sorted(zones)
-        alloc = {i: {r: zones[i].allocatable.get(r, 0) * scale.get(r, 1) for r in self.weights} for i in ids}
-        before_of = {i: {r: (zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0)
-                             + numa_mem.get(i, {}).get(r, 0)) * scale.get(r, 1) for r in self.weights}
-                     for i in ids}
-        # the NUMA nodes of the pod's exclusive CPUs had them available
-        ids = [i for i in ids if zones[i].available.get(CPU, 0) > 0] if exclusive else ids
+        ids = amounts.ids
         candidates: list[tuple[int, ...]] | None = None
-        if exclusive and policy is Policy.SINGLE_NUMA_NODE:
-            candidates = [(i,) for i in ids if zones[i].available.get(CPU, 0) >= exclusive]
-        elif exclusive and len(ids) <= ENUMERATE_NUMA:
-            candidates = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k)
-                          if sum(zones[i].available.get(CPU, 0) for i in c) >= exclusive]
+        if exclusive:
+            # the pod's exclusive CPUs (and, a Guaranteed pod under the Static memory manager,
+            # its memory) were free on the NUMA nodes it gets
+            need = {CPU: exclusive}
+            if amounts.static_memory:
+                need |= {r: v for r, v in req.items() if v > 0 and is_memory_resource(r)}
+            free = amounts.free
+
+            def holds(c: tuple[int, ...]) -> bool:
+                return all(sum(free[i].get(r, 0) for i in c) >= v for r, v in need.items())
+
+            if policy is Policy.SINGLE_NUMA_NODE:
+                candidates = [(i,) for i in ids if holds((i,))]
+            elif len(ids) <= ENUMERATE_NUMA:
+                candidates = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k) if holds(c)]
         for held in variants:
-            s = numa_set_bound(candidates, ids, alloc, before_of, {CPU: bound_cpus} if held else {}, req,
-                               self.weights, score)
+            s = numa_set_bound(candidates, ids, amounts.alloc, amounts.before,
+                               {CPU: amounts.bound_cpus} if held else {}, req, self.weights, score)
             if s is not None:
                 best = s if best is None else max(best, s)
         return 0 if best is None else best
