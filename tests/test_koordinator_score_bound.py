@@ -1,9 +1,9 @@
 """The bound of Koordinator's NUMA score (:meth:`KoordinatorNumaScore.node_bound`,
 :mod:`numalign.modes.koordinator.score_bound`) is never below the Score where the filter
-passes: the grouped scheduler walk skips a group on it, so a bound below the Score would change
-a decision. Random nodes (2, 4 and 8 NUMA nodes, every policy, with and without the Static
-memory manager) filled by random pods, random pods with Koordinator annotations; and the
-per-resource search against every subset."""
+passes (and never negative there): the grouped scheduler walk skips a group on it, so a bound
+below the Score would change a decision. Random nodes (2, 4 and 8 NUMA nodes, every policy, with
+and without the Static memory manager, GPUs on one, two or no NUMA node) filled by random pods,
+random pods with Koordinator annotations; and the per-resource search against every subset."""
 
 from __future__ import annotations
 
@@ -44,6 +44,13 @@ def _cluster() -> Any:
                                                               "none"), ("Static", "None")):
         name = f"n{numa}-{policy}-{memory}".lower()
         groups.append({"machine": _machine(numa, policy, memory, name), "count": 1, "namePrefix": name})
+    for policy in ("single-numa-node", "restricted"):  # a GPU on two NUMA nodes, one without topology
+        spanning = _machine(2, policy, "Static", f"span-{policy}")
+        del spanning["shape"]["gpusPerNuma"]
+        spanning["devices"] = [{"resource": "nvidia.com/gpu", "id": "g0", "numa": [0, 1]},
+                               {"resource": "nvidia.com/gpu", "id": "g1", "numa": [1]},
+                               {"resource": "nvidia.com/gpu", "id": "g2"}]
+        groups.append({"machine": spanning, "count": 1, "namePrefix": f"span-{policy}"})
     return load_cluster({"nodes": groups}, "bound")
 
 

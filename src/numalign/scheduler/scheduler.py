@@ -324,6 +324,8 @@ class Scheduler:
             if refine and not refined:
                 assert numa is not None
                 own = groups.bound(table, number, numa, c.nodes[i].node, pod)
+                if own is not None and own < 0:
+                    continue  # the filter refuses the pod there (asked below if its reason is needed)
                 if own is not None and s + w * own < -key:
                     heapq.heappush(heap, (-(s + w * own), j, True))
                     continue
@@ -339,6 +341,9 @@ class Scheduler:
                 best = Placement(i, c.nodes[i].name, res.numa_count, total)
                 best_total, best_at = total, j
         if best is None:
+            if last not in local:  # the walk's last refusal is its reason: its group's answer
+                j = int(np.flatnonzero(head_numbers == last)[0])
+                checks += self._group_answer(table, local, last, int(head_idx[j]), pod)[1]
             return None, local[last].result.reason, checks
         return best, None, checks
 

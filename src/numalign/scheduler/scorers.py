@@ -150,8 +150,9 @@ class NumaScore(ABC):
 
     def node_bound(self, node: Node, pod: Pod) -> int | None:
         """The highest score ``pod`` can get on ``node``, read cheaply from the node (never
-        more than :meth:`score_on` answers there; None: nothing better than the bounds above).
-        A node-aware score's bound reads only what the profile's node key holds."""
+        more than :meth:`score_on` answers there; None: nothing better than the bounds above;
+        negative: the profile's filter refuses the pod on that node). A node-aware score's
+        bound reads only what the profile's node key holds."""
         return None
 
     def rules_bound(self, node: Node, pod: Pod) -> int | None:

@@ -184,7 +184,13 @@ class _BoundAmounts:
     ids: tuple[int, ...]
     alloc: Mapping[int, Mapping[str, int]]  # per NUMA node: the zone's allocatable
     before: Mapping[int, Mapping[str, int]]  # per NUMA node: allocated there (the Score's before)
-    free: Mapping[int, Mapping[str, int]]  # per NUMA node: free CPUs (count) and, Static, memory
+    #: per NUMA node: free CPUs (count), free memory (Static memory manager) and free devices
+    #: of :attr:`aligned`
+    free: Mapping[int, Mapping[str, int]]
+    #: device resources whose every device sits on exactly one NUMA node
+    aligned: frozenset[str]
+    #: every device of the machine sits on one NUMA node at most
+    single_numa_devices: bool
 
 
 #: per node: the state, external pods and weights :class:`_BoundAmounts` was read for
@@ -204,10 +210,14 @@ def _bound_amounts(node: Node, weights: Mapping[str, int]) -> _BoundAmounts:
     ids = tuple(sorted(zones))
     static_memory = m.kubelet.memory_manager_policy == MEMORY_STATIC
     free: dict[int, dict[str, int]] = {i: {CPU: zones[i].available.get(CPU, 0)} for i in ids}
-    if static_memory:
-        for i, per in numa_free(node).items():
-            if i in free:
-                free[i].update((r, v) for r, v in per.items() if is_memory_resource(r))
+    by_resource: dict[str, bool] = {}
+    for d in m.devices:
+        by_resource[d.resource] = by_resource.get(d.resource, True) and len(d.numa) == 1
+    aligned = frozenset(r for r, ok in by_resource.items() if ok)
+    for i, per in numa_free(node).items():
+        if i in free:
+            free[i].update((r, v) for r, v in per.items()
+                           if r in aligned or (static_memory and is_memory_resource(r)))
     requested, _ = node.requested()
     out = _BoundAmounts(
         static_cpus=m.kubelet.cpu_manager_policy == CPU_STATIC,
@@ -220,6 +230,8 @@ def _bound_amounts(node: Node, weights: Mapping[str, int]) -> _BoundAmounts:
         before={i: {r: (zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0)
                         + numa_mem.get(i, {}).get(r, 0)) * scale.get(r, 1) for r in weights} for i in ids},
         free=free,
+        aligned=aligned,
+        single_numa_devices=all(len(d.numa) <= 1 for d in m.devices),
     )
     _BOUND_AMOUNTS[node] = (node.state, external, dict(weights), out)
     return out
@@ -248,9 +260,10 @@ class KoordinatorNumaScore(NumaScore):
         """The highest Score ``pod`` can get on ``node`` without planning it
         (:mod:`numalign.modes.koordinator.score_bound`): over the node-level amounts when the
         pod may get nothing NUMA-bound, and over every NUMA node set that can hold its exclusive
-        CPUs - and, under the Static memory manager, its memory - (one NUMA node under
-        ``single-numa-node``); with or without a cpuset when the pod alone does not tell.
-        LeastAllocated only (None: MostAllocated)."""
+        CPUs, its devices that sit on one NUMA node and, under the Static memory manager, its
+        memory (one NUMA node under ``single-numa-node``); with or without a cpuset when the pod alone does not tell.
+        -1 when no such set exists (the filter refuses the pod there). LeastAllocated only
+        (None: MostAllocated)."""
         if self.strategy != "LeastAllocated":
             return None
         try:
@@ -279,20 +292,27 @@ class KoordinatorNumaScore(NumaScore):
         ids = amounts.ids
         candidates: list[tuple[int, ...]] | None = None
         if exclusive:
-            # the pod's exclusive CPUs (and, a Guaranteed pod under the Static memory manager,
-            # its memory) were free on the NUMA nodes it gets
+            # what the app containers hold was free on the NUMA nodes the pod gets: their
+            # exclusive CPUs, devices that sit on one NUMA node and, for this Guaranteed pod
+            # under the Static memory manager, memory
             need = {CPU: exclusive}
-            if amounts.static_memory:
-                need |= {r: v for r, v in req.items() if v > 0 and is_memory_resource(r)}
+            for c in pod.containers:
+                for r, v in c.requests.items():
+                    if v > 0 and (r in amounts.aligned or (amounts.static_memory and is_memory_resource(r))):
+                        need[r] = need.get(r, 0) + v
             free = amounts.free
 
             def holds(c: tuple[int, ...]) -> bool:
                 return all(sum(free[i].get(r, 0) for i in c) >= v for r, v in need.items())
 
-            if policy is Policy.SINGLE_NUMA_NODE:
+            if policy is Policy.SINGLE_NUMA_NODE and amounts.single_numa_devices:
                 candidates = [(i,) for i in ids if holds((i,))]
             elif len(ids) <= ENUMERATE_NUMA:
                 candidates = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k) if holds(c)]
+            elif not holds(ids):
+                candidates = []
+            if not candidates and candidates is not None:
+                return -1  # no NUMA node set holds the pod: the filter refuses it
         for held in variants:
             s = numa_set_bound(candidates, ids, amounts.alloc, amounts.before,
                                {CPU: amounts.bound_cpus} if held else {}, req, self.weights, score)
