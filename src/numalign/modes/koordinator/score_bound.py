@@ -25,6 +25,7 @@ Exactness of the grouped walk rests on bound >= Score wherever the filter passes
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
@@ -83,12 +84,19 @@ def best_ratio_score(
     base = req + sum(b for a, b in zones if a == 0 and b < 0)
     best: int | None = None
     sa = sb = 0
-    for _, a, b in sorted((Fraction(b, a), a, b) for a, b in positive):
+    for a, b in _by_ratio(tuple(positive)):
         sa += a
         sb += b
         s = score(base + sb, sa)
         best = s if best is None else max(best, s)
     return best
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _by_ratio(zones: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """``(a, b)`` pairs (``a > 0``) in ascending ``b / a`` order, exactly (a node's amounts
+    repeat on many nodes and pods: remembered)."""
+    return tuple(sorted(zones, key=lambda ab: Fraction(ab[1], ab[0])))
 
 
 def numa_set_bound(
