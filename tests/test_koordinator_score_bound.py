@@ -15,7 +15,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numalign.modes.koordinator.scheduling import KoordinatorNumaScore, koordinator_filter, resource_score
+from numalign.modes.koordinator.scheduling import (
+    KoordinatorNumaScore,
+    koordinator_filter,
+    resource_score,
+)
 from numalign.modes.koordinator.score_bound import best_ratio_score, numa_set_bound, subset_score
 from numalign.modes.rules import Mode
 from numalign.node.admission import Node

@@ -61,9 +61,9 @@ from numalign.node.usage import (
     pods_usage,
 )
 from numalign.pods import Pod, effective_pod_requests, guaranteed_cpus
+from numalign.pods.annotations import Exclusive
 from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
 from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
-from numalign.pods.annotations import Exclusive
 from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.nrt_scores import MAX_NODE_SCORE
 from numalign.scheduler.scorers import NumaScore
@@ -314,10 +314,10 @@ class KoordinatorNumaScore(NumaScore):
             if not candidates and candidates is not None:
                 return -1  # no NUMA node set holds the pod: the filter refuses it
         for held in variants:
-            s = numa_set_bound(candidates, ids, amounts.alloc, amounts.before,
-                               {CPU: amounts.bound_cpus} if held else {}, req, self.weights, score)
-            if s is not None:
-                best = s if best is None else max(best, s)
+            on_set = numa_set_bound(candidates, ids, amounts.alloc, amounts.before,
+                                    {CPU: amounts.bound_cpus} if held else {}, req, self.weights, score)
+            if on_set is not None:
+                best = on_set if best is None else max(best, on_set)
         return 0 if best is None else best
 
     def _resource_score(self, requested: int, allocatable: int) -> int:
