@@ -419,6 +419,35 @@ def test_numa_status_comes_from_cpusets_only() -> None:
     assert {i for i, st in numa_status(n).items() if st is NumaNodeStatus.SINGLE} == bound
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["single-numa-node", "best-effort"]), st.integers(1, 6),
+                          st.booleans(), st.booleans()), max_size=8))
+def test_numa_status_reads_the_cpusets_as_the_pods_usage_does(pods: list[tuple[str, int, bool, bool]]) -> None:
+    """:func:`numa_status` reads each pod's cpuset from the CPU state; the same statuses as
+    folding every pod's usage (its containers' CPUs), with one pod excluded or none."""
+    from numalign.modes.koordinator.numa import NumaNodeStatus
+    from numalign.modes.koordinator.scheduling import numa_status
+    from numalign.node.usage import cpus_numa_nodes, pods_usage
+
+    n = node("best-effort", KOORD)
+    for k, (policy, cpus, guaranteed, big) in enumerate(pods):
+        spec = json.dumps({"numaTopologyPolicy": "SingleNUMANode" if policy == "single-numa-node" else "BestEffort"})
+        size = cpus * 1000 if guaranteed else 500
+        n.admit(mkpod(f"p{k}", {"cpu": size, "memory": (8 if big else 1) * GI}, guaranteed,
+                      {"scheduling.koordinator.sh/numa-topology-spec": spec}))
+    for exclude in [None, *n.state.pods]:
+        want = {i: NumaNodeStatus.IDLE for i in n.machine.node_ids}
+        for pu in pods_usage(n.machine, n.state):
+            if pu.uid == exclude or pu.record.observed:
+                continue
+            used = cpus_numa_nodes(n.machine, [c for cu in pu.containers for c in cu.cpus])
+            mark = NumaNodeStatus.SINGLE if len(used) == 1 else NumaNodeStatus.SHARED
+            for i in used:
+                if want[i] is NumaNodeStatus.IDLE or mark is NumaNodeStatus.SHARED:
+                    want[i] = mark
+        assert numa_status(n, exclude) == want
+
+
 # ------------------------------------------------------------------ the tie-break against a brute force
 
 

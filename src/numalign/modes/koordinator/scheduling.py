@@ -58,7 +58,6 @@ from numalign.node.usage import (
     numa_memory_held,
     pod_numa_nodes,
     pod_usage,
-    pods_usage,
 )
 from numalign.pods import Pod, effective_pod_requests, guaranteed_cpus
 from numalign.pods.annotations import Exclusive
@@ -80,10 +79,11 @@ def numa_status(node: Node, exclude: str | None = None) -> dict[int, NumaNodeSta
     """Each NUMA node's Koordinator status from the pods' cpusets on it (``node_allocation.go``
     ``addPodAllocation`` marks NUMA nodes by the CPUs a pod is bound to, not by its memory)."""
     status = {i: NumaNodeStatus.IDLE for i in node.machine.node_ids}
-    for pu in pods_usage(node.machine, node.state):
-        if pu.uid == exclude or pu.record.observed:
+    st = node.state
+    for uid, record in st.pods.items():  # the statuses do not depend on the pods' order
+        if uid == exclude or record.observed:
             continue
-        used = cpus_numa_nodes(node.machine, [c for cu in pu.containers for c in cu.cpus])
+        used = cpus_numa_nodes(node.machine, [c for cpus in st.cpu.pod_cpus(uid).values() for c in cpus])
         mark = NumaNodeStatus.SINGLE if len(used) == 1 else NumaNodeStatus.SHARED
         for i in used:
             if status[i] is NumaNodeStatus.IDLE or mark is NumaNodeStatus.SHARED:
