@@ -59,7 +59,9 @@ def _cluster() -> Any:
 
 
 NODES = _cluster()
-POOL: list[Pod] = [a.pod for a in parse_workload_spec("synthetic:count=300,seed=11", None, cluster=NODES)]
+_SYNTHETIC: list[Pod] = [a.pod for a in parse_workload_spec("synthetic:count=300,seed=11", None, cluster=NODES)]
+#: the mix, with its pods that have init containers or sidecars drawn as often as the others
+POOL: list[Pod] = _SYNTHETIC + [p for p in _SYNTHETIC if p.init_containers] * 8
 SPECS = [None, {"numaTopologyPolicy": "SingleNUMANode"}, {"numaTopologyPolicy": "Restricted"},
          {"numaTopologyPolicy": "BestEffort", "singleNUMANodeExclusive": "Preferred"}]
 BINDS = [None, {"preferredCPUBindPolicy": "SpreadByPCPUs"}, {"requiredCPUBindPolicy": "FullPCPUs"}]
@@ -142,3 +144,30 @@ def test_a_malformed_annotation_is_the_filters_to_refuse() -> None:
     assert not refused.passed and refused.reason
     out = Scheduler(Cluster(NODES), get_profile("koordinator")).schedule(pod)
     assert out.placement is None and out.reason == refused.reason
+
+
+def test_init_containers_do_not_count_as_the_app_holdings() -> None:
+    """An init container's and a sidecar's CPUs are not what the app containers hold at the end:
+    with 3 free CPUs per NUMA node, a pod with a 2-CPU init container, a 1-CPU sidecar and a
+    2-CPU app container fits one NUMA node, and the bound is not below its Score there."""
+    from numalign.pods import Container, ContainerKind, QOSClass
+
+    def ct(name: str, kind: ContainerKind, cpus: int) -> Container:
+        req = {"cpu": cpus * 1000, "memory": 1 << 30}
+        return Container(name, kind, requests=req, limits=dict(req))
+
+    pod = Pod("default", "init-pod", "init-uid", QOSClass.GUARANTEED,
+              (ct("init", ContainerKind.INIT, 2), ct("side", ContainerKind.SIDECAR, 1), ct("app", ContainerKind.APP, 2)),
+              {})
+    checked = 0
+    for _, machine in NODES:
+        if machine.kubelet.topology_manager_policy != "single-numa-node":
+            continue
+        node = Node(machine)
+        node.use_mode(Mode.KOORDINATOR)
+        res = koordinator_filter(node, pod)
+        if res.passed:
+            bound = KoordinatorNumaScore().node_bound(node, pod)
+            assert bound is not None and KoordinatorNumaScore().score_on(node, pod, res.numa_count, 8) <= bound
+            checked += 1
+    assert checked

@@ -272,7 +272,7 @@ class KoordinatorNumaScore(NumaScore):
             return None
         req = effective_pod_requests(pod)
         amounts = _bound_amounts(node, self.weights)
-        exclusive = sum(guaranteed_cpus(pod, c) for c in pod.containers) if amounts.static_cpus else 0
+        exclusive = sum(guaranteed_cpus(pod, c) for c in pod.app_containers) if amounts.static_cpus else 0
         # whether the admitted pod holds a cpuset: for sure when an app container gets
         # exclusive CPUs; never without a container asking for them; else either
         cpuset: bool | None = True if exclusive else (
@@ -296,7 +296,7 @@ class KoordinatorNumaScore(NumaScore):
             # exclusive CPUs, devices that sit on one NUMA node and, for this Guaranteed pod
             # under the Static memory manager, memory
             need = {CPU: exclusive}
-            for c in pod.containers:
+            for c in pod.app_containers:
                 for r, v in c.requests.items():
                     if v > 0 and (r in amounts.aligned or (amounts.static_memory and is_memory_resource(r))):
                         need[r] = need.get(r, 0) + v
