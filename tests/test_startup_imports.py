@@ -3,7 +3,8 @@
 scheduler, the launcher's library, the node engine - and not even :mod:`typing` or
 :mod:`dataclasses`; ``admit`` on a kubelet node loads the node engine and nothing of the other
 families, the scheduler, the state directory, the help pages, the kubelet version parser, the
-``--explain`` release notes or the node-wide NUMA amounts, each until it is used. Checked in a
+``--explain`` release notes or the node-wide NUMA amounts, each until it is used, and never
+:mod:`dataclasses`, :mod:`inspect` or :mod:`hashlib`. Checked in a
 subprocess from ``python -X importtime`` or ``sys.modules`` (what was imported, not how long it took: timings are
 not reliable on a shared box; ``benchmarks/startup_bench.py`` measures them).
 """
@@ -110,6 +111,12 @@ ADMIT_UNUSED = ("numpy", "matplotlib", "kubernetes", "grpc", "dask", "distribute
                 "numalign.node.usage", "uuid", "tempfile")
 
 
+#: what a plain ``admit`` never loads: its classes are plain slotted records (``numalign/record.py``;
+#: creating 42 dataclasses took about a third of its start-up, and ``dataclasses`` imports
+#: ``inspect``), and a pod without a uid gets its SHA-1 without ``hashlib`` (OpenSSL)
+ADMIT_NEVER = ("dataclasses", "inspect", "hashlib")
+
+
 def _unused(names: set[str]) -> list[str]:
     return sorted(n for n in names
                   if n in ADMIT_UNUSED or n.startswith(tuple(f"{u}." for u in ADMIT_UNUSED)))
@@ -121,6 +128,7 @@ def test_admit_on_a_kubelet_node_loads_what_it_uses() -> None:
     assert {"numalign.node.admission", "numalign.node.holdings", "numalign.modes.kubelet.family",
             "yaml"} <= names
     assert _unused(names) == []
+    assert sorted(names & set(ADMIT_NEVER)) == []
 
 
 def test_admit_loads_the_lazy_modules_when_it_uses_them(tmp_path: Path) -> None:
@@ -133,6 +141,8 @@ def test_admit_loads_the_lazy_modules_when_it_uses_them(tmp_path: Path) -> None:
                       "--explain", "--state-dir", str(tmp_path / "state"))
     assert _unused(names) == ["numalign.machine.kubelet_version", "numalign.modes.kubelet.release_explain",
                               "numalign.node.store", "tempfile"]  # the store's atomic write
+    # the version parser's KubeletVersion is a dataclass (off the plain path); the store's checksums
+    assert sorted(names & set(ADMIT_NEVER)) == ["dataclasses", "hashlib", "inspect"]
 
 
 def test_importtime_parse_sees_heavy_imports() -> None:
