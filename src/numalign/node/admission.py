@@ -21,7 +21,6 @@ Provider order is the kubelet's: device manager, CPU manager, memory manager.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -187,6 +186,8 @@ class Node:
         differs from :attr:`machine` in its kubelet section only (another kubelet release: the
         extender's Node objects). The rules are resolved anew, in this node's engine mode; a
         kubelet that would not start with it raises :class:`InputError`."""
+        import copy  # here: an admit never copies a node (start-up time)
+
         twin = copy.copy(self)
         twin.machine = machine
         twin.rules = resolve_rules(machine, self.rules.mode)
@@ -203,6 +204,8 @@ class Node:
         resolved rules, the Topology Manager policies, the reserved CPUs, the node allocatable
         (none of them is changed in place) - instead of resolving it again: a cluster's nodes
         come from a few machine templates."""
+        import copy  # here: an admit never copies a node (start-up time)
+
         twin = copy.copy(self)
         twin._policies = dict(self._policies)
         twin.state = self.state.copy()
