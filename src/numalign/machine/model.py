@@ -178,9 +178,11 @@ class KubeletConfig(Record, frozen=True):
     ) -> None:
         set_field(self, "topology_manager_policy", topology_manager_policy)
         set_field(self, "topology_manager_scope", topology_manager_scope)
-        set_field(self, "topology_manager_policy_options", {} if topology_manager_policy_options is None else topology_manager_policy_options)
+        set_field(self, "topology_manager_policy_options",
+                  {} if topology_manager_policy_options is None else topology_manager_policy_options)
         set_field(self, "cpu_manager_policy", cpu_manager_policy)
-        set_field(self, "cpu_manager_policy_options", {} if cpu_manager_policy_options is None else cpu_manager_policy_options)
+        set_field(self, "cpu_manager_policy_options",
+                  {} if cpu_manager_policy_options is None else cpu_manager_policy_options)
         set_field(self, "reserved_system_cpus", reserved_system_cpus)
         set_field(self, "system_reserved", {} if system_reserved is None else system_reserved)
         set_field(self, "kube_reserved", {} if kube_reserved is None else kube_reserved)
