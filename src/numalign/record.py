@@ -19,6 +19,10 @@ a dataclass would:
   not carried;
 * ``replace(**changes)``: a new record through ``__init__``, every other field as it is (as
   ``dataclasses.replace``: ``__init__`` takes every field by its name).
+
+The base is marked ``typing.dataclass_transform``, so a type checker reads a record as it reads
+a dataclass: a frozen record's fields are read-only (``mypy`` refuses an assignment) and the
+class keywords (``frozen=``, ``eq=``) are its parameters.
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ from operator import attrgetter
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, ClassVar, Self
+    from typing import Any, ClassVar, Self, dataclass_transform
+else:
+    def dataclass_transform(**_: object) -> Callable[[type], type]:
+        """``typing.dataclass_transform`` only tells a type checker how to read the class."""
+        return lambda cls: cls
 
 #: sets a field of a frozen record in its ``__init__`` (``object.__setattr__``)
 set_field = object.__setattr__
@@ -56,6 +64,7 @@ def _refuse_delete(self: Record, name: str) -> None:
     raise FrozenRecordError(f"cannot delete field {name!r} of a frozen {type(self).__qualname__}")
 
 
+@dataclass_transform(eq_default=True)
 class Record:
     """The base of a slotted record class: ``class P(Record, frozen=True): __slots__ = ...``."""
 
