@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import replace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -73,7 +72,7 @@ def _annotated(pod: Pod, spec: Any, bind: Any, tag: str) -> Pod:
         notes[KOORDINATOR_ANNOTATION] = json.dumps(spec)
     if bind is not None:
         notes[RESOURCE_SPEC] = json.dumps(bind)
-    return replace(pod, uid=f"u-{tag}", name=f"p-{tag}", annotations=notes)
+    return pod.replace(uid=f"u-{tag}", name=f"p-{tag}", annotations=notes)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -136,7 +135,7 @@ def test_a_malformed_annotation_is_the_filters_to_refuse() -> None:
     parse has no bound (no error), and every node refuses it with the filter's reason."""
     from numalign.scheduler import Cluster, Scheduler, get_profile
 
-    pod = replace(POOL[0], uid="bad", name="bad", annotations={KOORDINATOR_ANNOTATION: "{not json"})
+    pod = POOL[0].replace(uid="bad", name="bad", annotations={KOORDINATOR_ANNOTATION: "{not json"})
     node = Node(NODES[0][1])
     node.use_mode(Mode.KOORDINATOR)
     assert KoordinatorNumaScore().node_bound(node, pod) is None
