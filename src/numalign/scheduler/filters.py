@@ -22,7 +22,7 @@ from numalign.engine.policies import Policy, Scope
 from numalign.inputs.quantity import CPU, is_memory_resource
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
-from numalign.node.usage import available_key, pod_numa_nodes
+from numalign.node.usage import available_key, pod_numa_nodes, zones_of
 from numalign.pods import Pod, QOSClass, effective_pod_requests
 
 
@@ -123,6 +123,42 @@ def _nrt_units(req: dict[str, int]) -> dict[str, int]:
     return {r: (-(-v // 1000) if r == "cpu" else v) for r, v in req.items()}
 
 
+def _published_available(node: Node) -> dict[int, dict[str, int]]:
+    """The zones' available amounts per NUMA id (:func:`~numalign.node.usage.available_key`'s
+    pairs as dicts), made once per node state's zones and shared: not to be changed."""
+    held = zones_of(node)
+    got = held.derived.get("nrt_available")
+    if got is None:
+        published = cast("tuple[tuple[int, tuple[tuple[str, int], ...]], ...]", held.available)
+        got = held.derived["nrt_available"] = {i: dict(amounts) for i, amounts in published}
+    return cast("dict[int, dict[str, int]]", got)
+
+
+class _PodRequests:
+    """A pod's requests in NRT units, per init and app container and for the pod, made for the
+    last pod asked about (a walk asks the filter about one pod, node after node)."""
+
+    __slots__ = ("app", "effective", "init", "pod")
+
+    def __init__(self, pod: Pod) -> None:
+        self.pod = pod
+        self.init = [_nrt_units(dict(c.requests)) for c in pod.init_containers]
+        self.app = [(c.name, _nrt_units(dict(c.requests))) for c in pod.app_containers]
+        self.effective: dict[str, int] | None = None
+
+
+#: the last :class:`_PodRequests` made (read once into a local: threads may replace it)
+_LAST_POD: list[_PodRequests | None] = [None]
+
+
+def _pod_requests(pod: Pod) -> _PodRequests:
+    last = _LAST_POD[0]
+    if last is not None and last.pod is pod:
+        return last
+    got = _LAST_POD[0] = _PodRequests(pod)
+    return got
+
+
 def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
     if node.node_policy is not Policy.SINGLE_NUMA_NODE:
         return FilterResult(True)
@@ -130,25 +166,33 @@ def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
         not _numa_affine(r) for c in pod.containers for r in c.requests
     ):
         return FilterResult(True)
-    # numa_amounts' available amounts per zone, as available_key holds them (zone id, (resource,
-    # amount) pairs)
-    published = cast("tuple[tuple[int, tuple[tuple[str, int], ...]], ...]", available_key(node))
-    avail = {i: dict(amounts) for i, amounts in published}
+    # numa_amounts' available amounts per zone, as available_key holds them (shared: a zone is
+    # copied before a container's request is taken from it)
+    avail = _published_available(node)
+    reqs = _pod_requests(pod)
     if node.node_scope is Scope.POD:
-        if _fit_any_numa(_nrt_units(effective_pod_requests(pod)), avail, pod.qos) is None:
+        if reqs.effective is None:
+            reqs.effective = _nrt_units(effective_pod_requests(pod))
+        if _fit_any_numa(reqs.effective, avail, pod.qos) is None:
             return FilterResult(False, reason="cannot align pod")
         return FilterResult(True, 1)
-    for c in pod.init_containers:
-        if _fit_any_numa(_nrt_units(dict(c.requests)), avail, pod.qos) is None:
+    for c, req in zip(pod.init_containers, reqs.init, strict=True):
+        if _fit_any_numa(req, avail, pod.qos) is None:
             return FilterResult(False, reason=f"cannot align init container {c.name}")
-    for c in pod.app_containers:
-        req = _nrt_units(dict(c.requests))
+    own = False  # avail is this call's own copy (its zones still shared until taken from)
+    for name, req in reqs.app:
         numa = _fit_any_numa(req, avail, pod.qos)
         if numa is None:
-            return FilterResult(False, reason=f"cannot align container {c.name}")
-        for res, qty in req.items():
-            if res in avail[numa] and (pod.qos is QOSClass.GUARANTEED or not _numa_affine(res)):
-                avail[numa][res] -= qty
+            return FilterResult(False, reason=f"cannot align container {name}")
+        zone = avail[numa]
+        taken = {res: qty for res, qty in req.items()
+                 if res in zone and (pod.qos is QOSClass.GUARANTEED or not _numa_affine(res))}
+        if taken:
+            if not own:
+                avail, own = dict(avail), True
+            zone = avail[numa] = dict(zone)
+            for res, qty in taken.items():
+                zone[res] -= qty
     return FilterResult(True, 1)
 
 

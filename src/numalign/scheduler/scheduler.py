@@ -315,20 +315,26 @@ class Scheduler:
                     break  # no later group can beat the best total, even with its best NUMA score
                 if s + top <= best_total:
                     continue
-            if best is not None and numa is not None:  # this group's own bound, if its score has one
-                own = groups.bound(table, number, numa, c.nodes[i].node, pod)
-                if own is not None and s + w * own <= best_total:
-                    continue
             answer = local.get(number)
             if answer is None:
                 answer = table.answers.get(number)
-                if answer is None:
-                    res = self.profile.filter(c.nodes[i].node, pod)
-                    checks += 1
-                    if res.planned is not None:
-                        self._planned[i] = (int(c.version[i]), pod.uid, res)
-                    answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
-                    groups.remember(table, number, answer, pod)
+                if answer is not None:
+                    local[number] = answer
+            if answer is not None and not answer.result.passed:
+                continue  # a refusal already known: nothing to bound
+            if best is not None and numa is not None and (answer is None or answer.score is None):
+                # this group's own bound, if its score has one (a known score is the group's
+                # exact score, never above the bound: no need to ask)
+                own = groups.bound(table, number, numa, c.nodes[i].node, pod)
+                if own is not None and s + w * own <= best_total:
+                    continue
+            if answer is None:
+                res = self.profile.filter(c.nodes[i].node, pod)
+                checks += 1
+                if res.planned is not None:
+                    self._planned[i] = (int(c.version[i]), pod.uid, res)
+                answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
+                groups.remember(table, number, answer, pod)
                 local[number] = answer
             res = answer.result
             if not res.passed:

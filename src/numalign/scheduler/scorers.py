@@ -25,13 +25,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from numalign.engine.policies import Policy, Scope
-from numalign.node.usage import available_key, numa_amounts
+from numalign.node.usage import numa_amounts, zones_of
 from numalign.pods import QOSClass, effective_pod_requests
 from numalign.scheduler import nrt_scores
 from numalign.scheduler.nrt_scores import NumaZone
@@ -225,15 +225,22 @@ PUBLISHED_SIZE = 1 << 14
 def published_zones(node: Node) -> Sequence[NumaZone]:
     """:func:`nrt_zones`, shared by nodes alike and not to be changed: it reads only the
     machine (ids, distances) and the zones' available amounts, so it is computed once per
-    (machine, :func:`~numalign.node.usage.available_key`)."""
-    key = (id(node.machine), available_key(node))
+    (machine, :func:`~numalign.node.usage.available_key`), and kept with the node state's zones
+    (:func:`~numalign.node.usage.zones_of`) for the next question."""
+    held = zones_of(node)
+    got = held.derived.get("nrt_zones")
+    if got is not None:
+        return cast("tuple[NumaZone, ...]", got)
+    key = (id(node.machine), held.available)
     hit = _PUBLISHED.get(key)
     if hit is not None and hit[0] is node.machine:
-        return hit[1]
-    zones = tuple(nrt_zones(node))
-    if len(_PUBLISHED) >= PUBLISHED_SIZE:
-        _PUBLISHED.clear()
-    _PUBLISHED[key] = (node.machine, zones)
+        zones = hit[1]
+    else:
+        zones = tuple(nrt_zones(node))
+        if len(_PUBLISHED) >= PUBLISHED_SIZE:
+            _PUBLISHED.clear()
+        _PUBLISHED[key] = (node.machine, zones)
+    held.derived["nrt_zones"] = zones
     return zones
 
 
@@ -326,10 +333,15 @@ class NrtLeastNumaNodes(NumaScore):
         if self.pod_bound(pod) is None:
             return None
         zones = published_zones(node)
+        held = zones_of(node).derived
+        descending = held.get("nrt_descending")
+        if descending is None:
+            descending = held["nrt_descending"] = nrt_scores.descending_amounts(zones)
+        largest = cast("dict[str, tuple[int, ...]]", descending)
         if node.node_scope is Scope.POD:
-            fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod))
+            fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod), largest)
         else:
-            fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req) for req in _container_requests(pod))
+            fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req, largest) for req in _container_requests(pod))
         return nrt_scores.normalize_score(max(1, fewest), True)
 
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
