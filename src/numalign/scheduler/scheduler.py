@@ -130,6 +130,9 @@ class Scheduler:
             # every node's key number up front (like kube-scheduler's node info cache, filled as
             # nodes are added), not in the middle of a pod's cycle; later only changed nodes'
             self._groups.refresh(np.arange(len(cluster.nodes)))
+        if profile.relative_select is not None and profile.filter is not None and numa is not None and numa.relative:
+            # the relative choice's per-node keys, up front like the groups' key numbers above
+            profile.relative_select.prepare(cluster)
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
         #: nodes looked at per feasible node found by the last sampling walk (sizes the next

@@ -23,7 +23,7 @@ in a profile in :mod:`numalign.scheduler.profiles`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -248,6 +248,31 @@ def _container_requests(pod: Pod) -> list[dict[str, int]]:
     return [dict(c.requests) for c in pod.containers]
 
 
+#: zone scores by (strategy, weights, request, zone amounts): a zone score reads nothing else,
+#: and the zones of nodes in different states are mostly alike (a bind changes one zone);
+#: cleared beyond :data:`ZONE_SCORES_SIZE` entries
+_ZONE_SCORES: dict[Hashable, int] = {}
+ZONE_SCORES_SIZE = 1 << 16
+
+
+def _remembered_zone_score(strategy: str, weights: tuple[tuple[str, int], ...]) -> nrt_scores.ZoneScoreFn:
+    """The strategy's zone score (:data:`~numalign.scheduler.nrt_scores.ZONE_STRATEGIES`),
+    remembered per request and zone amounts (in their order, as the strategy reads them)."""
+    fn = nrt_scores.ZONE_STRATEGIES[strategy]
+
+    def score(requested: Mapping[str, int], zone: Mapping[str, int], w: Mapping[str, int]) -> int:
+        key = (strategy, weights, tuple(requested.items()), tuple(zone.items()))
+        got = _ZONE_SCORES.get(key)
+        if got is None:
+            got = fn(requested, zone, w)
+            if len(_ZONE_SCORES) >= ZONE_SCORES_SIZE:
+                _ZONE_SCORES.clear()
+            _ZONE_SCORES[key] = got
+        return got
+
+    return score
+
+
 @dataclass(frozen=True)
 class NrtZoneScore(NumaScore):
     """scheduler-plugins ``NodeResourceTopologyMatch`` with ``scoringStrategy.type``
@@ -287,7 +312,7 @@ class NrtZoneScore(NumaScore):
             return nrt_scores.MAX_NODE_SCORE
         if node.node_policy is not Policy.SINGLE_NUMA_NODE:
             return 0
-        fn = nrt_scores.ZONE_STRATEGIES[self.strategy]
+        fn = _remembered_zone_score(self.strategy, self.weights)
         weights = dict(self.weights)
         zones = published_zones(node)
         if node.node_scope is Scope.POD:
