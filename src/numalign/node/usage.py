@@ -137,13 +137,22 @@ class Zones:
         self.machine = machine
         self.amounts = amounts
         self.available = available
-        self.derived: dict[str, object] = {}
+        self.derived: dict[Hashable, object] = {}
+
+    def remember(self, key: Hashable, value: object) -> None:
+        """Keep ``value`` in :attr:`derived` (all of it is dropped beyond
+        :data:`DERIVED_SIZE` entries: it is recomputed when asked again)."""
+        if len(self.derived) >= DERIVED_SIZE:
+            self.derived.clear()
+        self.derived[key] = value
 
 
 #: :class:`Zones` by :func:`zones_key` (with the machine, so that a reused id never matches);
 #: cleared beyond :data:`AMOUNTS_SIZE` entries
 _AMOUNTS: dict[Hashable, Zones] = {}
 AMOUNTS_SIZE = 1 << 14
+#: values derived from one zones' amounts kept with them (:meth:`Zones.remember`)
+DERIVED_SIZE = 1 << 10
 
 
 def zones_of(node: NodeView) -> Zones:

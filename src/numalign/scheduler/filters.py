@@ -24,6 +24,7 @@ from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
 from numalign.node.usage import available_key, pod_numa_nodes, zones_of
 from numalign.pods import Pod, QOSClass, effective_pod_requests
+from numalign.scheduler.nrt_requests import NrtPodRequests, nrt_pod_requests, nrt_units
 
 
 @dataclass(frozen=True)
@@ -118,11 +119,6 @@ def _fit_any_numa(req: dict[str, int], avail: dict[int, dict[str, int]], qos: QO
     return min(mask) if mask else None
 
 
-def _nrt_units(req: dict[str, int]) -> dict[str, int]:
-    # NRT publishes cpu in whole CPUs; round a millicore request up like Quantity.Value()
-    return {r: (-(-v // 1000) if r == "cpu" else v) for r, v in req.items()}
-
-
 def _published_available(node: Node) -> dict[int, dict[str, int]]:
     """The zones' available amounts per NUMA id (:func:`~numalign.node.usage.available_key`'s
     pairs as dicts), made once per node state's zones and shared: not to be changed."""
@@ -130,33 +126,9 @@ def _published_available(node: Node) -> dict[int, dict[str, int]]:
     got = held.derived.get("nrt_available")
     if got is None:
         published = cast("tuple[tuple[int, tuple[tuple[str, int], ...]], ...]", held.available)
-        got = held.derived["nrt_available"] = {i: dict(amounts) for i, amounts in published}
+        got = {i: dict(amounts) for i, amounts in published}
+        held.remember("nrt_available", got)
     return cast("dict[int, dict[str, int]]", got)
-
-
-class _PodRequests:
-    """A pod's requests in NRT units, per init and app container and for the pod, made for the
-    last pod asked about (a walk asks the filter about one pod, node after node)."""
-
-    __slots__ = ("app", "effective", "init", "pod")
-
-    def __init__(self, pod: Pod) -> None:
-        self.pod = pod
-        self.init = [_nrt_units(dict(c.requests)) for c in pod.init_containers]
-        self.app = [(c.name, _nrt_units(dict(c.requests))) for c in pod.app_containers]
-        self.effective: dict[str, int] | None = None
-
-
-#: the last :class:`_PodRequests` made (read once into a local: threads may replace it)
-_LAST_POD: list[_PodRequests | None] = [None]
-
-
-def _pod_requests(pod: Pod) -> _PodRequests:
-    last = _LAST_POD[0]
-    if last is not None and last.pod is pod:
-        return last
-    got = _LAST_POD[0] = _PodRequests(pod)
-    return got
 
 
 def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
@@ -166,13 +138,25 @@ def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
         not _numa_affine(r) for c in pod.containers for r in c.requests
     ):
         return FilterResult(True)
+    # the answer reads the zones' available amounts, the scope and the pod's requests only:
+    # kept with the zones (nodes in other states with the same zones ask again otherwise)
+    reqs = nrt_pod_requests(pod)
+    held = zones_of(node)
+    key = ("nrt_filter", node.node_scope, reqs.key)
+    got = held.derived.get(key)
+    if got is None:
+        got = _nrt_snn_fit(node, pod, reqs)
+        held.remember(key, got)
+    return cast("FilterResult", got)
+
+
+def _nrt_snn_fit(node: Node, pod: Pod, reqs: NrtPodRequests) -> FilterResult:
     # numa_amounts' available amounts per zone, as available_key holds them (shared: a zone is
     # copied before a container's request is taken from it)
     avail = _published_available(node)
-    reqs = _pod_requests(pod)
     if node.node_scope is Scope.POD:
         if reqs.effective is None:
-            reqs.effective = _nrt_units(effective_pod_requests(pod))
+            reqs.effective = nrt_units(effective_pod_requests(pod))
         if _fit_any_numa(reqs.effective, avail, pod.qos) is None:
             return FilterResult(False, reason="cannot align pod")
         return FilterResult(True, 1)

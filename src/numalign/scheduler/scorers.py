@@ -34,6 +34,7 @@ from numalign.engine.policies import Policy, Scope
 from numalign.node.usage import numa_amounts, zones_of
 from numalign.pods import QOSClass, effective_pod_requests
 from numalign.scheduler import nrt_scores
+from numalign.scheduler.nrt_requests import nrt_pod_requests
 from numalign.scheduler.nrt_scores import NumaZone
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ def published_zones(node: Node) -> Sequence[NumaZone]:
         if len(_PUBLISHED) >= PUBLISHED_SIZE:
             _PUBLISHED.clear()
         _PUBLISHED[key] = (node.machine, zones)
-    held.derived["nrt_zones"] = zones
+    held.remember("nrt_zones", zones)
     return zones
 
 
@@ -312,12 +313,21 @@ class NrtZoneScore(NumaScore):
             return nrt_scores.MAX_NODE_SCORE
         if node.node_policy is not Policy.SINGLE_NUMA_NODE:
             return 0
+        # the score reads the zones, the scope and the pod's requests only: kept with the zones
+        held = zones_of(node)
+        key = ("nrt_zone_score", self.strategy, self.weights, node.node_scope, nrt_pod_requests(pod).key)
+        got = held.derived.get(key)
+        if got is not None:
+            return cast(int, got)
         fn = _remembered_zone_score(self.strategy, self.weights)
         weights = dict(self.weights)
         zones = published_zones(node)
         if node.node_scope is Scope.POD:
-            return nrt_scores.pod_scope_score(effective_pod_requests(pod), zones, fn, weights)
-        return nrt_scores.container_scope_score(_container_requests(pod), zones, fn, weights)
+            score = nrt_scores.pod_scope_score(effective_pod_requests(pod), zones, fn, weights)
+        else:
+            score = nrt_scores.container_scope_score(_container_requests(pod), zones, fn, weights)
+        held.remember(key, score)
+        return score
 
 
 @dataclass(frozen=True)
@@ -361,7 +371,8 @@ class NrtLeastNumaNodes(NumaScore):
         held = zones_of(node).derived
         descending = held.get("nrt_descending")
         if descending is None:
-            descending = held["nrt_descending"] = nrt_scores.descending_amounts(zones)
+            descending = nrt_scores.descending_amounts(zones)
+            zones_of(node).remember("nrt_descending", descending)
         largest = cast("dict[str, tuple[int, ...]]", descending)
         if node.node_scope is Scope.POD:
             fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod), largest)
