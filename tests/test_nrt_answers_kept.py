@@ -26,8 +26,7 @@ from numalign.node.admission import Node
 from numalign.node.plan_cache import PlanCache
 from numalign.node.usage import _numa_amounts
 from numalign.pods import Pod, QOSClass, effective_pod_requests
-from numalign.scheduler import Cluster, Scheduler, get_profile
-from numalign.scheduler import nrt_scores
+from numalign.scheduler import Cluster, Scheduler, get_profile, nrt_scores
 from numalign.scheduler.filters import nrt_snn_filter
 from numalign.scheduler.nrt_scores import NumaZone
 from numalign.scheduler.scorers import NrtLeastNumaNodes, NrtZoneScore
