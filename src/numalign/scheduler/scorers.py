@@ -367,27 +367,42 @@ class NrtLeastNumaNodes(NumaScore):
         least as many zones as on the full ones)."""
         if self.pod_bound(pod) is None:
             return None
+        # it reads the zones, the scope and the pod's requests only: kept with the zones
+        kept = zones_of(node)
+        key = ("nrt_least_bound", node.node_scope, nrt_pod_requests(pod).key)
+        got = kept.derived.get(key)
+        if got is not None:
+            return cast(int, got)
         zones = published_zones(node)
-        held = zones_of(node).derived
-        descending = held.get("nrt_descending")
+        descending = kept.derived.get("nrt_descending")
         if descending is None:
             descending = nrt_scores.descending_amounts(zones)
-            zones_of(node).remember("nrt_descending", descending)
+            kept.remember("nrt_descending", descending)
         largest = cast("dict[str, tuple[int, ...]]", descending)
         if node.node_scope is Scope.POD:
             fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod), largest)
         else:
             fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req, largest) for req in _container_requests(pod))
-        return nrt_scores.normalize_score(max(1, fewest), True)
+        bound = nrt_scores.normalize_score(max(1, fewest), True)
+        kept.remember(key, bound)
+        return bound
 
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
         if pod.qos is not QOSClass.GUARANTEED:
             return nrt_scores.MAX_NODE_SCORE
+        # it reads the zones (amounts and costs), the scope and the pod's requests only
+        kept = zones_of(node)
+        key = ("nrt_least_score", node.node_scope, nrt_pod_requests(pod).key)
+        got = kept.derived.get(key)
+        if got is not None:
+            return cast(int, got)
         zones = published_zones(node)
         if node.node_scope is Scope.POD:
-            return nrt_scores.least_numa_pod_scope_score(pod.qos, effective_pod_requests(pod), zones)
-        return nrt_scores.least_numa_container_scope_score(pod.qos, _container_requests(pod), zones)
-
+            score = nrt_scores.least_numa_pod_scope_score(pod.qos, effective_pod_requests(pod), zones)
+        else:
+            score = nrt_scores.least_numa_container_scope_score(pod.qos, _container_requests(pod), zones)
+        kept.remember(key, score)
+        return score
 
 __all__ = [
     "AbsoluteNumaScore",
