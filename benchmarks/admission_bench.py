@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +102,7 @@ def with_kubelet(m: Any, policy: str) -> Any:
     1 CPU system-reserved) and ``policy``, max-allowable-numa-nodes 64."""
     from numalign.machine.model import KubeletConfig, ReservedMemory
 
-    return replace(m, kubelet=KubeletConfig(
+    return m.replace(kubelet=KubeletConfig(
         topology_manager_policy=policy,
         topology_manager_policy_options={"max-allowable-numa-nodes": "64"},
         cpu_manager_policy="static",

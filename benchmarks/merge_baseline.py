@@ -24,7 +24,6 @@ from pathlib import Path
 
 CELL = r'''
 import random, sys, time
-from dataclasses import replace
 from numalign.engine.hints import GeneratedHints, TopologyHint
 from numalign.engine.merge import FitOrder, NARROWEST, merge_lists
 GI = 1 << 30
@@ -77,7 +76,7 @@ else:
     options = {"max-allowable-numa-nodes": "64"}
     if closest:
         options["prefer-closest-numa-nodes"] = "true"
-    m = replace(load_sysfs(capture).machine, kubelet=KubeletConfig(
+    m = load_sysfs(capture).machine.replace(kubelet=KubeletConfig(
         topology_manager_policy=policy, topology_manager_policy_options=options,
         cpu_manager_policy="static", memory_manager_policy="Static",
         system_reserved={"memory": GI, "cpu": 1000}, reserved_memory=(ReservedMemory(0, {"memory": GI}),)))

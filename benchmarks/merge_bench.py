@@ -39,7 +39,6 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -301,7 +300,7 @@ def kubelet_for(machine: Any, policy: str, closest: bool = False) -> Any:
     options = {"max-allowable-numa-nodes": "64"}
     if closest:
         options["prefer-closest-numa-nodes"] = "true"
-    return replace(machine, kubelet=KubeletConfig(
+    return machine.replace(kubelet=KubeletConfig(
         topology_manager_policy=policy,
         topology_manager_policy_options=options,
         cpu_manager_policy="static",

@@ -14,14 +14,16 @@ machine. On a loaded one wall time stretches; the ratios to ``python -c pass`` c
 (``python -c pass`` takes about 10-20 ms on a current x86 core).
 
 The floor under ``admit``, measured in the same rounds: importing the libraries it loads
-without numalign - ``argparse``; ``+ yaml``; ``+ json, dataclasses``; then every module outside
-numalign that a plain ``admit`` loads (found by running it once, so the row follows the code) -
-and importing numalign's modules that ``admit`` loads, without doing anything. Printed below
-the table: ``admit``'s median CPU split into the interpreter, the other libraries, numalign's
-own modules (class creation included: each dataclass generates and compiles its methods when
-its module is imported) and the work itself, with the number of dataclasses on the path. When
-valgrind is installed, the same split in instructions (callgrind, one run each: a count that a
-loaded machine does not inflate), with the instructions spent compiling generated methods.
+without numalign - ``argparse``; ``+ yaml``; ``+ json``; then every module outside numalign
+that a plain ``admit`` loads (found by running it once, so the row follows the code) - and
+importing numalign's modules that ``admit`` loads, without doing anything. Printed below the
+table: ``admit``'s median CPU split into the interpreter, the other libraries, numalign's own
+modules (class creation included) and the work itself, with the number of numalign's classes
+on the path that are records (``numalign/record.py``: plain slotted classes, their methods in
+the ``.pyc``) and that are dataclasses (each generates and compiles its methods when its module
+is imported: the path has none, ``docs/architecture.md``). When valgrind is installed, the same
+split in instructions (callgrind, one run each: a count that a loaded machine does not
+inflate), with the instructions spent compiling source text at run time (generated methods).
 """
 
 from __future__ import annotations
@@ -56,20 +58,24 @@ ADMIT_ARGS = ["admit", "-m", str(EXAMPLES / "fig1.yaml"), str(EXAMPLES / "fig1-p
 
 #: runs ``numalign ARGV`` (output discarded) and, at exit, prints on stderr what it loaded: the
 #: modules outside numalign (top-level names that have a spec, so that ``import`` takes them),
-#: numalign's modules, and how many of numalign's classes are dataclasses. Nothing is imported
-#: before the command runs (``atexit`` and ``sys`` are built in).
+#: numalign's modules, and how many of numalign's classes are records and dataclasses (found
+#: without importing either module: a record has ``__record_fields__``, a dataclass
+#: ``__dataclass_fields__``). Nothing is imported before the command runs (``atexit`` and
+#: ``sys`` are built in).
 PROBE = """
 import atexit, sys
 before = set(sys.modules)
 def report():
     new = sorted(set(sys.modules) - before)
-    import dataclasses, json
+    import json
     own = [m for m in new if m.split(".")[0] == "numalign"]
     other = [m for m in new if m.split(".")[0] != "numalign" and "." not in m and not m.startswith("_")
              and getattr(sys.modules[m], "__spec__", None) is not None]
-    classes = {id(v) for m in own for v in vars(sys.modules[m]).values()
-               if isinstance(v, type) and v.__module__ == m and dataclasses.is_dataclass(v)}
-    print(json.dumps({"own": own, "other": other, "dataclasses": len(classes)}), file=sys.stderr)
+    classes = [v for m in own for v in vars(sys.modules[m]).values()
+               if isinstance(v, type) and v.__module__ == m]
+    count = lambda attr: sum(1 for c in classes if vars(c).get(attr))  # not the base Record
+    print(json.dumps({"own": own, "other": other, "dataclasses": count("__dataclass_fields__"),
+                      "records": count("__record_fields__")}), file=sys.stderr)
 atexit.register(report)
 from numalign.cli import main
 main(sys.argv[1:])
@@ -82,13 +88,15 @@ class Loaded(NamedTuple):
     own: list[str]  # numalign's modules
     other: list[str]  # the other top-level modules
     dataclasses: int  # numalign's dataclasses among them
+    records: int  # numalign's record classes among them
 
 
 def admit_imports(env: dict[str, str]) -> Loaded:
     proc = subprocess.run([sys.executable, "-c", PROBE, *ADMIT_ARGS], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, check=True)
     found = json.loads(proc.stderr.splitlines()[-1])
-    return Loaded(list(found["own"]), list(found["other"]), int(found["dataclasses"]))
+    return Loaded(list(found["own"]), list(found["other"]), int(found["dataclasses"]),
+                  int(found["records"]))
 
 
 def cases(state_dir: str, loaded: Loaded) -> list[tuple[str, list[str]]]:
@@ -100,7 +108,7 @@ def cases(state_dir: str, loaded: Loaded) -> list[tuple[str, list[str]]]:
         ('python -c "import numalign"', [*py, "-c", "import numalign"]),
         ("import argparse", [*py, "-c", "import argparse"]),
         ("import argparse, yaml", [*py, "-c", "import argparse, yaml"]),
-        ("+ json, dataclasses", [*py, "-c", "import argparse, yaml, json, dataclasses"]),
+        ("+ json", [*py, "-c", "import argparse, yaml, json"]),
         (f"admit's {len(other)} libraries", [*py, "-c", "import " + ", ".join(other)]),
         (f"admit's {len(own)} numalign mods", [*py, "-c", "import " + ", ".join(own)]),
         ("admit, one pod", admit),
@@ -125,7 +133,7 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 
 #: the floor rows and ``admit``, counted in instructions as well
-FLOOR = ("python -c pass", "import argparse", "import argparse, yaml", "+ json, dataclasses")
+FLOOR = ("python -c pass", "import argparse", "import argparse, yaml", "+ json")
 
 
 def _as_file(argv: list[str], tmp: Path, k: int) -> list[str]:
@@ -172,7 +180,7 @@ def print_instructions(table: list[tuple[str, list[str]]], env: dict[str, str]) 
     libs, own, admit = names[-3:]
     print(f"  admit, {ins[admit]:.1f} M = the interpreter {ins[FLOOR[0]]:.1f} + argparse "
           f"{ins[FLOOR[1]] - ins[FLOOR[0]]:.1f} + yaml {ins[FLOOR[2]] - ins[FLOOR[1]]:.1f}"
-          f" + json, dataclasses {ins[FLOOR[3]] - ins[FLOOR[2]]:.1f}"
+          f" + json {ins[FLOOR[3]] - ins[FLOOR[2]]:.1f}"
           f" + its other libraries {ins[libs] - ins[FLOOR[3]]:.1f} + numalign's modules "
           f"{ins[own] - ins[libs]:.1f} (compiling generated methods: {text[own] - text[libs]:.1f})"
           f" + the work {ins[admit] - ins[own]:.1f}")
@@ -216,9 +224,10 @@ def main() -> None:
     print(f"  admit's median CPU, {mid['admit, one pod']:.1f} ms = the interpreter "
           f"{mid['python -c pass']:.1f} + argparse {mid['import argparse'] - mid['python -c pass']:.1f}"
           f" + yaml {mid['import argparse, yaml'] - mid['import argparse']:.1f}"
-          f" + json, dataclasses {mid['+ json, dataclasses'] - mid['import argparse, yaml']:.1f}"
-          f" + its other libraries {mid[libs] - mid['+ json, dataclasses']:.1f}"
-          f" + numalign's modules {mid[own] - mid[libs]:.1f} ({loaded.dataclasses} dataclasses)"
+          f" + json {mid['+ json'] - mid['import argparse, yaml']:.1f}"
+          f" + its other libraries {mid[libs] - mid['+ json']:.1f}"
+          f" + numalign's modules {mid[own] - mid[libs]:.1f} ({loaded.records} records,"
+          f" {loaded.dataclasses} dataclasses)"
           f" + the work {mid['admit, one pod'] - mid[own]:.1f}")
     helps = [n for n, _ in table if n.endswith("--help")]
     worst = max(helps, key=lambda n: statistics.median(cpus[n]))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -50,7 +50,7 @@ def test_the_chain_is_the_kubelets_registration_order() -> None:
 
 def machine(policy: str = "single-numa-node", scope: str = "container", **kubelet: Any) -> Machine:
     base = read_machine_file(str(FIG1))
-    return replace(base, kubelet=replace(base.kubelet, topology_manager_policy=policy,
+    return base.replace(kubelet=base.kubelet.replace(topology_manager_policy=policy,
                                          topology_manager_scope=scope, **kubelet))
 
 

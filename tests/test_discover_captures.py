@@ -347,7 +347,6 @@ def test_tarball_loads_directly() -> None:
 @needs_shared
 def test_64_numa_machine_admits_quickly() -> None:
     """The 64-node capture as a machine the node side admits a 4-CPU Guaranteed pod on."""
-    import dataclasses
     import time
 
     admission = pytest.importorskip("numalign.node.admission")
@@ -356,8 +355,7 @@ def test_64_numa_machine_admits_quickly() -> None:
     from numalign.pods import parse_pods
 
     m = discovered("256ia64-64n2s2c").machine
-    m = dataclasses.replace(
-        load_machine(dump_machine(m)),  # through the spec format, as `discover -o yaml` gives
+    m = load_machine(dump_machine(m)).replace(  # through the spec format, as `discover -o yaml` gives
         kubelet=KubeletConfig(
             topology_manager_policy="single-numa-node",
             topology_manager_policy_options={"max-allowable-numa-nodes": "64"},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -269,7 +268,7 @@ def test_bad_numatopo() -> None:
 
 
 def test_available_default_is_allocatable() -> None:
-    m = dataclasses.replace(small_machine(), devices=())
+    m = small_machine().replace(devices=())
     obj = machine_to_nrt(m)
     for z in obj["zones"]:
         for r in z["resources"]:

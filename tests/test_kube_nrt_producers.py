@@ -20,7 +20,6 @@ the node engine's admission (``Node.plan``) of the same pod on the same node.
 from __future__ import annotations
 
 import io
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -47,17 +46,17 @@ LEGACY = {"none": "None", "best-effort": "BestEffort", "restricted": "Restricted
 def fig1(*, cpu: str = "static", memory: str = "Static", policy: str = "single-numa-node",
          scope: str = "container", gpus_without_topology: bool = False) -> Machine:
     m = read_machine_file(str(FIG1))
-    nodes = tuple(replace(n, hugepages={GI: 4 * GI}) for n in m.numa_nodes)
-    kc = replace(m.kubelet, cpu_manager_policy=cpu, memory_manager_policy=memory,
+    nodes = tuple(n.replace(hugepages={GI: 4 * GI}) for n in m.numa_nodes)
+    kc = m.kubelet.replace(cpu_manager_policy=cpu, memory_manager_policy=memory,
                  topology_manager_policy=policy, topology_manager_scope=scope)
     if cpu != "static":
-        kc = replace(kc, reserved_system_cpus=None)
+        kc = kc.replace(reserved_system_cpus=None)
     if memory != "Static":
-        kc = replace(kc, reserved_memory=())
+        kc = kc.replace(reserved_memory=())
     devices = m.devices
     if gpus_without_topology:
-        devices = tuple(replace(d, numa=()) if "gpu" in d.resource else d for d in devices)
-    return replace(m, numa_nodes=nodes, kubelet=kc, devices=devices)
+        devices = tuple(d.replace(numa=()) if "gpu" in d.resource else d for d in devices)
+    return m.replace(numa_nodes=nodes, kubelet=kc, devices=devices)
 
 
 def pod(name: str, *containers: dict[str, str], guaranteed: bool = True) -> Pod:

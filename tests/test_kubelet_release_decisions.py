@@ -159,16 +159,15 @@ def test_gb200_admit_decides_fast_and_explains_the_release() -> None:
     assert r.kubelet[0].startswith("no kubelet version given: decided as v1.36")
     assert any("nvidia.com/gpu (v1.36): the 2 NUMA nodes holding its devices" in s for s in r.kubelet)
     assert any(s.startswith("memory hints") and "would not finish" in s for s in r.kubelet)
-    from dataclasses import replace
 
     from numalign.machine.kubelet_version import parse_kubelet_version
 
-    old = replace(m, kubelet=replace(m.kubelet, kubelet_version=parse_kubelet_version("v1.35.2")))
+    old = m.replace(kubelet=m.kubelet.replace(kubelet_version=parse_kubelet_version("v1.35.2")))
     r2 = Node(old).admit(pod_, explain=True)
     assert r2.containers[0].affinity == 0b01  # the same decision, which that kubelet never reaches
     assert any("nvidia.com/gpu (v1.35): all 34 NUMA nodes, 2^34 - 1 = 17179869183 masks - would "
                "not finish" in s for s in r2.kubelet)
-    v130 = replace(m, kubelet=replace(m.kubelet, kubelet_version=parse_kubelet_version("v1.30.2")))
+    v130 = m.replace(kubelet=m.kubelet.replace(kubelet_version=parse_kubelet_version("v1.30.2")))
     with pytest.raises(Exception, match='unknown Topology Manager Policy option: "max-allowable-numa-nodes"'):
         Node(v130)
 

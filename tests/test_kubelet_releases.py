@@ -299,7 +299,6 @@ def test_merge_and_admission_chain_rows(minor: int) -> None:
 
 
 def test_the_exported_nrt_carries_the_release_and_the_extender_reads_it() -> None:
-    from dataclasses import replace
 
     from numalign.kube.nrt_import import ATTR_KUBELET_VERSION, engine_from_nrt
     from numalign.kube.topology import build_nrt
@@ -309,7 +308,7 @@ def test_the_exported_nrt_carries_the_release_and_the_extender_reads_it() -> Non
     doc = build_nrt(Node(m))
     assert {"name": ATTR_KUBELET_VERSION, "value": "v1.33.3"} in doc["attributes"]
     assert engine_from_nrt(doc).rules.release.release is rel.RELEASES[33]
-    unknown = build_nrt(Node(replace(m, kubelet=replace(m.kubelet, kubelet_version=None))))
+    unknown = build_nrt(Node(m.replace(kubelet=m.kubelet.replace(kubelet_version=None))))
     assert all(a["name"] != ATTR_KUBELET_VERSION for a in unknown["attributes"])
     assert engine_from_nrt(unknown).rules.release.release is rel.RELEASES[rel.NEWEST]
     for a in doc["attributes"]:

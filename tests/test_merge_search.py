@@ -753,14 +753,13 @@ def sgi64() -> Any:
 
 
 def _on(machine: Any, policy: str, closest: bool = False) -> Any:
-    from dataclasses import replace
 
     from numalign.machine.model import KubeletConfig, ReservedMemory
 
     options = {"max-allowable-numa-nodes": "64"}
     if closest:
         options["prefer-closest-numa-nodes"] = "true"
-    return replace(machine, kubelet=KubeletConfig(
+    return machine.replace(kubelet=KubeletConfig(
         topology_manager_policy=policy, topology_manager_policy_options=options,
         cpu_manager_policy="static", memory_manager_policy="Static",
         system_reserved={"memory": 1 << 30, "cpu": 1000},

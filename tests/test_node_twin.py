@@ -3,8 +3,6 @@ twin decides as a node built from scratch and keeps its own state."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from numalign.node.admission import Node
@@ -22,7 +20,7 @@ def test_twins_decide_as_fresh_nodes(name: str) -> None:
         twin, fresh = template.twin(), Node(m)
         # the rules are shared; the family's node object compares by its fields
         assert twin.rules is template.rules and twin.allocatable == fresh.allocatable
-        assert replace(twin.rules, decides=None) == replace(fresh.rules, decides=None)
+        assert twin.rules.replace(decides=None) == fresh.rules.replace(decides=None)
         assert vars(twin.rules.decides) == vars(fresh.rules.decides)
         assert twin.state is not template.state and twin.state.to_dict() == fresh.state.to_dict()
         assert twin.reserved_cpus == fresh.reserved_cpus

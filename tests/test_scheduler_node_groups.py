@@ -73,7 +73,7 @@ def _run(profile: str, seed: int, nodes_to_score: int | None, steps: int) -> Non
             grouped.release(pod, node)
             plain.release(pod, node)
         base = POOL[rng.randrange(len(POOL))]
-        pod = replace(base, uid=f"u{step}", name=f"p{step}")
+        pod = base.replace(uid=f"u{step}", name=f"p{step}")
         a, b = grouped.schedule(pod), plain.schedule(pod)
         where = (profile, seed, step)
         assert (a.placement, a.admitted, a.reason) == (b.placement, b.admitted, b.reason), where
@@ -99,12 +99,12 @@ def test_a_node_holding_the_pod_is_walked_node_by_node() -> None:
     first = grouped.schedule(pod)
     assert first.admitted and first.placement is not None
     assert plain.schedule(pod).placement == first.placement
-    again = replace(pod, uid="another-uid")  # the same namespace/name
+    again = pod.replace(uid="another-uid")  # the same namespace/name
     groups = grouped._groups
     assert groups is not None
     every = np.arange(len(NODES))
     groups.refresh(every)
-    assert groups.holds_pod(again, every) and not groups.holds_pod(replace(again, name="other"), every)
+    assert groups.holds_pod(again, every) and not groups.holds_pod(again.replace(name="other"), every)
     a, b = grouped.select(again), plain.select(again)
     assert (a[0], a[1]) == (b[0], b[1])
 
@@ -137,7 +137,7 @@ def test_zone_amounts_are_the_computed_ones(data: st.DataObject) -> None:
             n.release(data.draw(st.sampled_from(sorted(n.state.pods))))
         else:
             base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
-            n.admit(replace(base, uid=f"z{len(n.state.pods)}-{id(n)}", name=f"z{id(n)}-{len(n.state.pods)}"))
+            n.admit(base.replace(uid=f"z{len(n.state.pods)}-{id(n)}", name=f"z{id(n)}-{len(n.state.pods)}"))
     seen: dict[Any, Any] = {}
     for n in nodes:
         fresh = _numa_amounts(n.machine, n.state, n.reserved_cpus)
@@ -186,7 +186,7 @@ def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(0, 10))):
         n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
         base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
-        n.admit(replace(base, uid=f"b{len(n.state.pods)}-{id(n)}", name=f"b{id(n)}-{len(n.state.pods)}"))
+        n.admit(base.replace(uid=f"b{len(n.state.pods)}-{id(n)}", name=f"b{id(n)}-{len(n.state.pods)}"))
     pod = POOL[data.draw(st.integers(0, len(POOL) - 1))]
     for name in GROUPED[1:]:
         profile = get_profile(name)

@@ -5,7 +5,6 @@ and node states as the engine asked every time."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -84,7 +83,7 @@ def _step(node: Node, ops: Ops, tag: str) -> Iterator[tuple[PodResult, NodeState
     for step, (i, release) in enumerate(ops):
         if release and len(node.state.pods) >= release:
             node.release(list(node.state.pods)[release - 1])
-        pod = replace(_POOL[i], uid=f"{tag}-{step}", name=f"{tag}-{step}")
+        pod = _POOL[i].replace(uid=f"{tag}-{step}", name=f"{tag}-{step}")
         result, planned = node.plan(pod)
         yield result, planned
         if planned is not None:

@@ -3,7 +3,8 @@
 scheduler, the launcher's library, the node engine - and not even :mod:`typing` or
 :mod:`dataclasses`; ``admit`` on a kubelet node loads the node engine and nothing of the other
 families, the scheduler, the state directory, the help pages, the kubelet version parser, the
-``--explain`` release notes or the node-wide NUMA amounts, each until it is used. Checked in a
+``--explain`` release notes or the node-wide NUMA amounts, each until it is used, and never
+:mod:`dataclasses`, :mod:`inspect`, :mod:`hashlib`, :mod:`shutil` or :mod:`copy`. Checked in a
 subprocess from ``python -X importtime`` or ``sys.modules`` (what was imported, not how long it took: timings are
 not reliable on a shared box; ``benchmarks/startup_bench.py`` measures them).
 """
@@ -18,10 +19,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import REPO
 from numalign.cli import build_parser
-from numalign.cli.argparser import subparsers
+from numalign.cli.argparser import Formatter, subparsers, terminal_columns
 from numalign.cli.main import COMMANDS
 
 EXAMPLES = REPO / "examples"
@@ -110,6 +113,13 @@ ADMIT_UNUSED = ("numpy", "matplotlib", "kubernetes", "grpc", "dask", "distribute
                 "numalign.node.usage", "uuid", "tempfile")
 
 
+#: what a plain ``admit`` never loads: its classes are plain slotted records (``numalign/record.py``;
+#: creating 42 dataclasses took about a third of its start-up, and ``dataclasses`` imports
+#: ``inspect``), a pod without a uid gets its SHA-1 without ``hashlib`` (OpenSSL), argparse's
+#: formatter its width without ``shutil`` (``cli/argparser.py``), and only a node's twin copies
+ADMIT_NEVER = ("dataclasses", "inspect", "hashlib", "shutil", "copy")
+
+
 def _unused(names: set[str]) -> list[str]:
     return sorted(n for n in names
                   if n in ADMIT_UNUSED or n.startswith(tuple(f"{u}." for u in ADMIT_UNUSED)))
@@ -121,6 +131,7 @@ def test_admit_on_a_kubelet_node_loads_what_it_uses() -> None:
     assert {"numalign.node.admission", "numalign.node.holdings", "numalign.modes.kubelet.family",
             "yaml"} <= names
     assert _unused(names) == []
+    assert sorted(names & set(ADMIT_NEVER)) == []
 
 
 def test_admit_loads_the_lazy_modules_when_it_uses_them(tmp_path: Path) -> None:
@@ -133,6 +144,9 @@ def test_admit_loads_the_lazy_modules_when_it_uses_them(tmp_path: Path) -> None:
                       "--explain", "--state-dir", str(tmp_path / "state"))
     assert _unused(names) == ["numalign.machine.kubelet_version", "numalign.modes.kubelet.release_explain",
                               "numalign.node.store", "tempfile"]  # the store's atomic write
+    # the version parser's KubeletVersion is a dataclass (off the plain path, and dataclasses
+    # imports copy); the store's checksums and its temporary files (tempfile imports shutil)
+    assert sorted(names & set(ADMIT_NEVER)) == ["copy", "dataclasses", "hashlib", "inspect", "shutil"]
 
 
 def test_importtime_parse_sees_heavy_imports() -> None:
@@ -186,3 +200,27 @@ def test_only_running_cells_imports_dask(tmp_path: Path) -> None:
     sweep.write_text("axes: {cluster: builtin:small, profile: numalign}\n")
     names = imported_modules("sweep", str(sweep), "--dry-run")
     assert "numalign.sim.sweep.grid" in names and _dask_modules(names) == []
+
+
+@given(st.one_of(st.none(), st.integers(-5, 500).map(str), st.text(max_size=4)))
+def test_terminal_columns_is_shutils(columns: str | None) -> None:
+    """argparse's width without :mod:`shutil` is the width shutil gives (``COLUMNS``, else the
+    terminal, else 80)."""
+    import shutil
+    from unittest import mock
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        if "\x00" in columns:
+            return  # not an environment value
+        env["COLUMNS"] = columns
+    with mock.patch.dict(os.environ, env, clear=True):
+        assert terminal_columns() == shutil.get_terminal_size().columns
+
+
+def test_every_parser_uses_the_formatter() -> None:
+    parser = build_parser()
+    assert parser.formatter_class is Formatter
+    assert all(issubclass(p.formatter_class, Formatter) for p in subparsers(parser).values())
+    assert all(p.formatter_class is Formatter
+               for p in subparsers(build_parser(documented=False)).values())

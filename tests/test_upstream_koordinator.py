@@ -193,7 +193,6 @@ def test_same_pcie_joint_allocation_on_dgx2() -> None:
     """GPU + RDMA NIC under one PCIe switch on the DGX-2 capture. The capture lists the 16 GPUs
     under 4 PCIe switches but no NICs; one RDMA NIC per switch is added under the switch ids of
     the capture (a real DGX-2 has its NICs on those switches)."""
-    from dataclasses import replace
 
     from conftest import shared_path
     from numalign.errors import InputError
@@ -207,7 +206,7 @@ def test_same_pcie_joint_allocation_on_dgx2() -> None:
     assert len(gpus) == 16 and len(roots) == 4
     numa = {d.pcie_root: d.numa for d in gpus}
     nics = tuple(Device("koordinator.sh/rdma", f"mlx5_{i}", numa[r], pcie_root=r) for i, r in enumerate(roots))
-    m = replace(m, devices=m.devices + nics)
+    m = m.replace(devices=m.devices + nics)
     root_of = {d.id: d.pcie_root for d in m.devices}
 
     two = joint_allocate(m, [("nvidia.com/gpu", 2), ("koordinator.sh/rdma", 1)])

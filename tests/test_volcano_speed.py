@@ -42,7 +42,7 @@ POLICIES = ["none", "best-effort", "restricted", "single-numa-node"]
 
 def _configured(m: Machine, policy: str, prefer_closest: bool) -> Machine:
     opts = {"prefer-closest-numa-nodes": "true"} if prefer_closest else {}
-    return replace(m, kubelet=replace(m.kubelet, topology_manager_policy=policy,
+    return m.replace(kubelet=m.kubelet.replace(topology_manager_policy=policy,
                                       topology_manager_policy_options=opts))
 
 
@@ -165,7 +165,7 @@ def test_fast_walk_places_like_the_schedulers_walk(
     slow = _reference_scheduler(Cluster(nodes), to_score)
     running: list[tuple[Pod, int]] = []
     for k, p in enumerate(drawn):
-        p = replace(p, name=f"p{k}", uid=f"p{k}")
+        p = p.replace(name=f"p{k}", uid=f"p{k}")
         if running and data.draw(st.booleans()):
             gone, at = running.pop(data.draw(st.integers(0, len(running) - 1)))
             fast.release(gone, at)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from numalign.cli.argparser import subparsers
+from numalign.cli.argparser import RawDescriptionFormatter, subparsers
 
 
 class Example:
@@ -239,7 +239,7 @@ def document_page(parser: argparse.ArgumentParser, path: str) -> None:
     description, examples = COMMANDS[path]
     parser.description = description
     parser.epilog = epilog(examples)
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = RawDescriptionFormatter
     for action in parser._actions:
         if action.help is None:
             for option in action.option_strings:

@@ -40,24 +40,27 @@ pruning (and a size cap, see :mod:`numalign.engine.merge`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from numalign.engine.bitmask import format_mask, ids_of, iterate_masks, masks_of_size
+from numalign.record import Record, set_field
 
 
-@dataclass(frozen=True, slots=True)
-class TopologyHint:
+class TopologyHint(Record, frozen=True):
     """One NUMA affinity a provider could live with, and whether it would prefer it."""
 
+    __slots__ = ("affinity", "preferred")
     affinity: int | None
     preferred: bool
+
+    def __init__(self, affinity: int | None, preferred: bool) -> None:
+        set_field(self, "affinity", affinity)
+        set_field(self, "preferred", preferred)
 
     def __str__(self) -> str:
         return f"{format_mask(self.affinity)}{'' if self.preferred else ' (not preferred)'}"
 
 
-@dataclass(frozen=True)
-class Demand:
+class Demand(Record, frozen=True):
     """A monotone feasibility rule as data.
 
     ``feasible(M)`` holds iff
@@ -74,10 +77,23 @@ class Demand:
     feasible mask is feasible).
     """
 
+    __slots__ = ("dims", "need", "touch", "lonely")
     dims: tuple[tuple[tuple[int, int], ...], ...]
     need: tuple[int, ...]
-    touch: tuple[int, ...] = ()
-    lonely: int = 0
+    touch: tuple[int, ...]
+    lonely: int
+
+    def __init__(
+        self,
+        dims: tuple[tuple[tuple[int, int], ...], ...],
+        need: tuple[int, ...],
+        touch: tuple[int, ...] = (),
+        lonely: int = 0,
+    ) -> None:
+        set_field(self, "dims", dims)
+        set_field(self, "need", need)
+        set_field(self, "touch", touch)
+        set_field(self, "lonely", lonely)
 
     @staticmethod
     def per_node(
@@ -108,25 +124,57 @@ class Demand:
         return True
 
 
-@dataclass(frozen=True, eq=False)
-class GeneratedHints:
+class GeneratedHints(Record, frozen=True, eq=False):
     """A provider's hint list described by a rule (see the module docstring).
 
     ``nodes`` are the machine's NUMA ids (ascending); ``universe`` is the mask inside which
     ``feasible`` is monotone; ``extra`` are further feasible masks outside that rule.
     """
 
+    __slots__ = (
+        "nodes",
+        "universe",
+        "feasible",
+        "preferred_size",
+        "extra",
+        "is_preferred",
+        "demand",
+        "preferred_groups",
+        "preferred_group_count",
+    )
     nodes: tuple[int, ...]
     universe: int
     feasible: Callable[[int], bool]
     preferred_size: int
-    extra: frozenset[int] = field(default_factory=frozenset)
-    is_preferred: Callable[[int], bool] | None = None
+    extra: frozenset[int]
+    is_preferred: Callable[[int], bool] | None
     #: the monotone rule as data (``feasible`` restricted to the universe), when known
-    demand: Demand | None = None
+    demand: Demand | None
     #: preferred also when exactly ``preferred_group_count`` of these masks are touched
-    preferred_groups: tuple[int, ...] = ()
-    preferred_group_count: int = 0
+    preferred_groups: tuple[int, ...]
+    preferred_group_count: int
+
+    def __init__(
+        self,
+        nodes: tuple[int, ...],
+        universe: int,
+        feasible: Callable[[int], bool],
+        preferred_size: int,
+        extra: frozenset[int] = frozenset(),
+        is_preferred: Callable[[int], bool] | None = None,
+        demand: Demand | None = None,
+        preferred_groups: tuple[int, ...] = (),
+        preferred_group_count: int = 0,
+    ) -> None:
+        set_field(self, "nodes", nodes)
+        set_field(self, "universe", universe)
+        set_field(self, "feasible", feasible)
+        set_field(self, "preferred_size", preferred_size)
+        set_field(self, "extra", extra)
+        set_field(self, "is_preferred", is_preferred)
+        set_field(self, "demand", demand)
+        set_field(self, "preferred_groups", preferred_groups)
+        set_field(self, "preferred_group_count", preferred_group_count)
 
     def is_empty(self) -> bool:
         """No feasible mask at all (the monotone part is empty iff the universe fails)."""

@@ -132,7 +132,6 @@ handles larger machines in the one shape Volcano produces (one generated list), 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from numalign.engine.bitmask import ids_of, masks_of_size
 from numalign.engine.hints import GeneratedHints, HintList, TopologyHint
@@ -148,6 +147,7 @@ from numalign.engine.merge_search import (
     signature,
 )
 from numalign.engine.merge_tiny import fold_tiny, tiny_permutations
+from numalign.record import Record, set_field
 
 __all__ = [
     "LEGACY_LISTING_LIMIT",
@@ -169,14 +169,17 @@ MATERIALIZE_LIMIT = 4
 LEGACY_LISTING_LIMIT = 12
 
 
-@dataclass(frozen=True)
-class FitOrder:
+class FitOrder(Record, frozen=True):
     """How two masks of one popcount compare (kubelet ``Narrowest`` or ``Closest``).
 
     ``distances`` is None for Narrowest; for Closest it maps node id -> node id -> distance.
     """
 
-    distances: Mapping[int, Mapping[int, int]] | None = None
+    __slots__ = ("distances",)
+    distances: Mapping[int, Mapping[int, int]] | None
+
+    def __init__(self, distances: Mapping[int, Mapping[int, int]] | None = None) -> None:
+        set_field(self, "distances", distances)
 
     def average_distance(self, mask: int) -> float:
         """kubelet ``CalculateAverageFor``: mean over ordered pairs, float64 arithmetic."""

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from numalign.engine.bitmask import ids_of
 from numalign.engine.hints import GeneratedHints
 from numalign.engine.merge_budget import Budget, popcount
 from numalign.engine.merge_order import CachedOracle, closest_best, colex_best
+from numalign.record import Record, set_field
 
 # --------------------------------------------------------------------------- families
 
@@ -155,12 +155,16 @@ class Family:
 # --------------------------------------------------------------------------- joint_reach
 
 
-@dataclass(frozen=True)
-class Groups:
+class Groups(Record, frozen=True):
     """Exactly ``count`` of the disjoint ``masks`` must be touched (align-by-socket)."""
 
+    __slots__ = ("masks", "count")
     masks: tuple[int, ...]
     count: int
+
+    def __init__(self, masks: tuple[int, ...], count: int) -> None:
+        set_field(self, "masks", masks)
+        set_field(self, "count", count)
 
     def touched(self, mask: int) -> int:
         return sum(1 for g in self.masks if g & mask)

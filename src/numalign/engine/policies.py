@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 
 from numalign.engine.bitmask import mask_of
@@ -25,6 +24,7 @@ from numalign.engine.hints import (
 from numalign.engine.merge import NARROWEST, FitOrder, merge_lists, merge_lists_legacy
 from numalign.errors import InputError
 from numalign.inputs import goparse
+from numalign.record import Record, set_field
 
 
 class Policy(StrEnum):
@@ -135,8 +135,7 @@ BETA_GATE = "TopologyManagerPolicyBetaOptions"
 GATE_DEFAULTS: Mapping[str, bool] = {ALPHA_GATE: False, BETA_GATE: True}
 
 
-@dataclass(frozen=True)
-class OptionLevels:
+class OptionLevels(Record, frozen=True):
     """Which options one kubelet release knows, by maturity, and how it words a gate error.
 
     ``manager`` is the manager's name as its messages spell it (``Topology Manager Policy``,
@@ -144,13 +143,32 @@ class OptionLevels:
     (``topology manager policy beta-level options not enabled``, kubelet 1.32 and later).
     """
 
+    __slots__ = ("alpha", "beta", "stable", "manager", "alpha_gate", "beta_gate", "lower_case")
     alpha: frozenset[str]
     beta: frozenset[str]
     stable: frozenset[str]
-    manager: str = "Topology Manager Policy"
-    alpha_gate: str = ALPHA_GATE
-    beta_gate: str = BETA_GATE
-    lower_case: bool = False
+    manager: str
+    alpha_gate: str
+    beta_gate: str
+    lower_case: bool
+
+    def __init__(
+        self,
+        alpha: frozenset[str],
+        beta: frozenset[str],
+        stable: frozenset[str],
+        manager: str = "Topology Manager Policy",
+        alpha_gate: str = ALPHA_GATE,
+        beta_gate: str = BETA_GATE,
+        lower_case: bool = False,
+    ) -> None:
+        set_field(self, "alpha", alpha)
+        set_field(self, "beta", beta)
+        set_field(self, "stable", stable)
+        set_field(self, "manager", manager)
+        set_field(self, "alpha_gate", alpha_gate)
+        set_field(self, "beta_gate", beta_gate)
+        set_field(self, "lower_case", lower_case)
 
     @property
     def known(self) -> frozenset[str]:
@@ -182,12 +200,20 @@ def check_option_available(
     """kubelet ``CheckPolicyOptionAvailable``: the option exists and its gate is on."""
     (levels or newest_levels()).check(name, {**GATE_DEFAULTS, **(gates or {})})
 
-@dataclass(frozen=True)
-class PolicyOptions:
+class PolicyOptions(Record, frozen=True):
     """Parsed ``topologyManagerPolicyOptions``."""
 
-    prefer_closest: bool = False
-    max_allowable_numa_nodes: int = DEFAULT_MAX_NUMA_NODES
+    __slots__ = ("prefer_closest", "max_allowable_numa_nodes")
+    prefer_closest: bool
+    max_allowable_numa_nodes: int
+
+    def __init__(
+        self,
+        prefer_closest: bool = False,
+        max_allowable_numa_nodes: int = DEFAULT_MAX_NUMA_NODES,
+    ) -> None:
+        set_field(self, "prefer_closest", prefer_closest)
+        set_field(self, "max_allowable_numa_nodes", max_allowable_numa_nodes)
 
 
 def parse_bool(value: object, name: str) -> bool:
@@ -243,25 +269,34 @@ def _parse_max_nodes(value: object) -> int:
     return n
 
 
-@dataclass(frozen=True)
-class MergeResult:
+class MergeResult(Record, frozen=True, uncompared=("explain",), unshown=("explain",)):
     """The policy's answer: the best hint and whether the pod is admitted.
 
     An engine mode may add its own words for the decision (Koordinator's policies return
     reasons with a hint they refuse): ``explain`` builds them when ``reasons`` is first read,
     so a caller that never reports them never pays for them. The kubelet's merge has none."""
 
+    __slots__ = ("hint", "admit", "explain")
     hint: TopologyHint
     admit: bool
-    explain: Callable[[], tuple[str, ...]] | None = field(default=None, compare=False, repr=False)
+    explain: Callable[[], tuple[str, ...]] | None
+
+    def __init__(
+        self,
+        hint: TopologyHint,
+        admit: bool,
+        explain: Callable[[], tuple[str, ...]] | None = None,
+    ) -> None:
+        set_field(self, "hint", hint)
+        set_field(self, "admit", admit)
+        set_field(self, "explain", explain)
 
     @property
     def reasons(self) -> tuple[str, ...]:
         return () if self.explain is None else self.explain()
 
 
-@dataclass(frozen=True)
-class TopologyPolicy:
+class TopologyPolicy(Record, frozen=True):
     """A policy bound to a machine: NUMA node ids, options and (for prefer-closest) distances.
 
     Construction applies the kubelet's manager checks: more NUMA nodes than
@@ -269,13 +304,29 @@ class TopologyPolicy:
     ``prefer-closest-numa-nodes`` needs a distance for every ordered pair of nodes.
     """
 
+    __slots__ = ("policy", "nodes", "options", "distances", "legacy_merge")
     policy: Policy
     nodes: tuple[int, ...]
-    options: PolicyOptions = field(default_factory=PolicyOptions)
-    distances: Mapping[int, Mapping[int, int]] | None = None
+    options: PolicyOptions
+    distances: Mapping[int, Mapping[int, int]] | None
     #: Volcano's variant: the pre-1.21 merge rule (preferred = all picked hints preferred;
     #: narrowest wins; no equal-mask rule, no bestNonPreferredAffinityCount ranking)
-    legacy_merge: bool = False
+    legacy_merge: bool
+
+    def __init__(
+        self,
+        policy: Policy,
+        nodes: tuple[int, ...],
+        options: PolicyOptions | None = None,
+        distances: Mapping[int, Mapping[int, int]] | None = None,
+        legacy_merge: bool = False,
+    ) -> None:
+        set_field(self, "policy", policy)
+        set_field(self, "nodes", nodes)
+        set_field(self, "options", PolicyOptions() if options is None else options)
+        set_field(self, "distances", distances)
+        set_field(self, "legacy_merge", legacy_merge)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if len(set(self.nodes)) != len(self.nodes):

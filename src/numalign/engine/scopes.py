@@ -14,12 +14,12 @@ caller's job (the node runs them on a copy of its state and keeps the copy only 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from numalign.engine.hints import ProviderHints, TopologyHint
 from numalign.engine.policies import MergeResult, Policy, Scope, TopologyPolicy
 from numalign.errors import TopologyAffinityError
+from numalign.record import Record
 
 
 class ContainerLike(Protocol):
@@ -54,13 +54,23 @@ class HintProvider(Protocol[P_contra, C_contra]):
         ...
 
 
-@dataclass
-class Decision:
+class Decision(Record):
     """The merged hint a container got, and (for ``--explain``) what each provider said."""
 
+    __slots__ = ("container", "hint", "provider_hints")
     container: str
     hint: TopologyHint
-    provider_hints: list[tuple[str, ProviderHints]] = field(default_factory=list)
+    provider_hints: list[tuple[str, ProviderHints]]
+
+    def __init__(
+        self,
+        container: str,
+        hint: TopologyHint,
+        provider_hints: list[tuple[str, ProviderHints]] | None = None,
+    ) -> None:
+        self.container = container
+        self.hint = hint
+        self.provider_hints = [] if provider_hints is None else provider_hints
 
 
 #: a merge of the providers' hints: the policy's own (the kubelet's), or an engine mode's

@@ -220,9 +220,9 @@ def _memory_machine(machine: Machine, amounts: Amounts) -> tuple[Machine, tuple[
             memory, lim[MEMORY] = memory + 1, 1
         sized[first] = (nid, memory, lim)
     by_id = dict((nid, mem) for nid, mem, _ in sized)
-    nodes = tuple(replace(n, memory=by_id[n.id]) for n in machine.numa_nodes)
+    nodes = tuple(n.replace(memory=by_id[n.id]) for n in machine.numa_nodes)
     reserved = tuple(ReservedMemory(nid, lim) for nid, _, lim in sized if lim)
-    return replace(machine, numa_nodes=nodes), reserved
+    return machine.replace(numa_nodes=nodes), reserved
 
 
 def _unhealthy(machine: Machine, amounts: Amounts) -> tuple[Device, ...]:
@@ -234,7 +234,7 @@ def _unhealthy(machine: Machine, amounts: Amounts) -> tuple[Device, ...]:
         key = (d.numa[0] if d.numa else -1, d.resource)
         if left.get(key, 0) > 0:
             left[key] -= 1
-            out.append(replace(d, healthy=False))
+            out.append(d.replace(healthy=False))
         else:
             out.append(d)
     return tuple(out)
@@ -287,8 +287,7 @@ def engine_from_nrt(obj: object) -> Node:
     if mem_policy == MEMORY_STATIC:
         machine, reserved_memory = _memory_machine(machine, amounts)
     version = attrs.get(ATTR_KUBELET_VERSION)
-    kubelet = replace(
-        machine.kubelet,
+    kubelet = machine.kubelet.replace(
         kubelet_version=(parse_kubelet_version(version, f"attributes.{ATTR_KUBELET_VERSION}")
                          if version else None),
         cpu_manager_policy=cpu_policy,
@@ -298,7 +297,7 @@ def engine_from_nrt(obj: object) -> Node:
         reserved_memory=reserved_memory,
     )
     labels = node_labels(obj, attrs)
-    machine = replace(machine, devices=_unhealthy(machine, amounts), kubelet=kubelet,
+    machine = machine.replace(devices=_unhealthy(machine, amounts), kubelet=kubelet,
                       labels=labels, annotations=node_annotations(obj, labels))
     node = NrtNode(machine, reserved)
     observed = observed_usage(amounts, zone_attrs)

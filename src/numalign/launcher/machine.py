@@ -35,7 +35,7 @@ than silently changed.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from numalign.errors import InputError
@@ -120,8 +120,7 @@ def launcher_machine(
                 "100Mi for the system (give the machine spec a kubelet.reservedMemory)"
             )
         reserved_memory = (ReservedMemory(hosts[0].id, {"memory": RESERVED_MEMORY}),)
-    return replace(machine, kubelet=replace(
-        kc,
+    return machine.replace(kubelet=kc.replace(
         topology_manager_policy=policy,
         topology_manager_scope=scope,
         topology_manager_policy_options=options,
@@ -134,4 +133,4 @@ def launcher_machine(
 
 def without_memory(machine: Machine) -> Machine:
     """``machine`` with ``memoryManagerPolicy: None`` (for a request without memory)."""
-    return replace(machine, kubelet=replace(machine.kubelet, memory_manager_policy="None"))
+    return machine.replace(kubelet=machine.kubelet.replace(memory_manager_policy="None"))

@@ -73,8 +73,7 @@ def with_live_kubelet_version(found: Discovery) -> Discovery:
     answer = ask()
     machine = found.machine
     if answer.version is not None:
-        machine = replace(machine, kubelet=replace(machine.kubelet,
-                                                   kubelet_version=answer.version))
+        machine = machine.replace(kubelet=machine.kubelet.replace(kubelet_version=answer.version))
     return replace(found, machine=machine, notes=[*found.notes, answer.note])
 
 

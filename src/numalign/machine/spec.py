@@ -123,7 +123,15 @@ from numalign.inputs.quantity import (
 )
 from numalign.inputs.quantity import format_bytes as quantity_text
 from numalign.machine.allocatable import parse_eviction_hard, validate_reserved_memory
-from numalign.machine.model import Cpu, Device, KubeletConfig, Machine, NumaNode, ReservedMemory
+from numalign.machine.model import (
+    DEFAULT_MAX_PODS,
+    Cpu,
+    Device,
+    KubeletConfig,
+    Machine,
+    NumaNode,
+    ReservedMemory,
+)
 
 __all__ = ["dump_machine", "dump_machine_yaml", "format_bytes", "load_machine", "read_machine_file"]
 
@@ -768,7 +776,7 @@ def _dump_kubelet(k: KubeletConfig) -> dict[str, Any]:
     out["featureGates"] = dict(k.feature_gates)
     if k.eviction_hard is not None:
         out["evictionHard"] = dict(k.eviction_hard)
-    if k.max_pods != KubeletConfig.max_pods:
+    if k.max_pods != DEFAULT_MAX_PODS:
         out["maxPods"] = k.max_pods
     if k.kubelet_version:
         out["kubeletVersion"] = str(k.kubelet_version)

@@ -10,7 +10,6 @@ kubelet's settings into the node's :class:`~numalign.node.rules.NodeRules`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from numalign.engine.policies import Policy, PolicyOptions, Scope, TopologyPolicy
@@ -19,16 +18,17 @@ from numalign.machine.model import Machine
 from numalign.modes.kubelet.releases import ResolvedRelease, release_of
 from numalign.modes.rules import Mode, ModeRules
 from numalign.pods import Pod
+from numalign.record import Record, set_field
 from numalign.resources.base import Provider
 from numalign.resources.cpu_state import CpuState
 from numalign.resources.devices import DeviceState
 from numalign.resources.memory_state import MemoryState
 
 
-@dataclass(frozen=True)
-class NodePolicy:
+class NodePolicy(Record, frozen=True):
     """The Topology Manager settings of a node's kubelet configuration, checked."""
 
+    __slots__ = ("policy", "scope", "options", "dynamic", "release")
     #: the node's policy (``none`` on a ``dynamic`` node, which applies each pod's own)
     policy: Policy
     scope: Scope
@@ -36,7 +36,21 @@ class NodePolicy:
     #: KEP-693: the node applies each pod's own policy
     dynamic: bool
     #: the kubelet release the node decides by, and how it is known
-    release: ResolvedRelease = field(default_factory=lambda: release_of(None))
+    release: ResolvedRelease
+
+    def __init__(
+        self,
+        policy: Policy,
+        scope: Scope,
+        options: PolicyOptions,
+        dynamic: bool,
+        release: ResolvedRelease | None = None,
+    ) -> None:
+        set_field(self, "policy", policy)
+        set_field(self, "scope", scope)
+        set_field(self, "options", options)
+        set_field(self, "dynamic", dynamic)
+        set_field(self, "release", release_of(None) if release is None else release)
 
 
 class ManagerStates(Protocol):
@@ -76,16 +90,28 @@ class FamilyNode(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Family:
+class Family(Record, frozen=True):
     """One scheduler family: its mode, its rule row over the merge, and its per-node rules."""
 
+    __slots__ = ("mode", "rules", "resolve", "reads_koordlet_annotations")
     mode: Mode
     rules: ModeRules
     resolve: Callable[[Machine, NodePolicy], FamilyNode]
     #: a malformed ``kubelet.koordinator.sh/cpu-manager-policy`` node annotation is an error on
     #: this family's nodes (elsewhere nothing reads it)
-    reads_koordlet_annotations: bool = False
+    reads_koordlet_annotations: bool
+
+    def __init__(
+        self,
+        mode: Mode,
+        rules: ModeRules,
+        resolve: Callable[[Machine, NodePolicy], FamilyNode],
+        reads_koordlet_annotations: bool = False,
+    ) -> None:
+        set_field(self, "mode", mode)
+        set_field(self, "rules", rules)
+        set_field(self, "resolve", resolve)
+        set_field(self, "reads_koordlet_annotations", reads_koordlet_annotations)
 
 
 __all__ = ["Family", "FamilyNode", "ManagerStates", "NodePolicy"]

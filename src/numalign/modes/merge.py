@@ -42,7 +42,7 @@ Koordinator's for the mask chosen.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from numalign.engine.hints import ProviderHints, TopologyHint, flatten
 from numalign.engine.policies import Policy, TopologyPolicy
@@ -111,7 +111,7 @@ def merge(
     ``score`` (Koordinator): the hints' summed ``Score`` of a mask; a preferred best hint is
     re-chosen among the preferred masks of its width by :func:`score_tie_break`."""
     if rules.legacy_merge != policy.legacy_merge:
-        policy = replace(policy, legacy_merge=rules.legacy_merge)
+        policy = policy.replace(legacy_merge=rules.legacy_merge)
     asked = providers  # the providers' own hints: Koordinator's reasons print these
     if exclusive is not None and status is not None:
         providers = [mark_exclusive(p, exclusive, status) for p in providers]

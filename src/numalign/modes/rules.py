@@ -8,10 +8,10 @@ from a scheduler profile; the families themselves are registered in :mod:`numali
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
 from numalign.errors import InputError
+from numalign.record import Record, set_field
 
 
 class Mode(StrEnum):
@@ -24,10 +24,19 @@ class Mode(StrEnum):
 MODE_LABEL = "numalign.io/engine-mode"
 
 
-@dataclass(frozen=True)
-class ModeRules:
+class ModeRules(Record, frozen=True):
     """One mode's rules over the shared merge."""
 
+    __slots__ = (
+        "mode",
+        "legacy_merge",
+        "snn_all_nodes_to_none",
+        "best_effort_unsatisfied_to_all",
+        "reports_unsatisfied",
+        "task_policy_must_match_node",
+        "pod_policy_annotations",
+        "node_policy_label",
+    )
     mode: Mode
     #: preferred = every picked hint preferred, without the equal-affinity rule
     legacy_merge: bool
@@ -43,6 +52,26 @@ class ModeRules:
     pod_policy_annotations: tuple[str, ...]
     #: the node label holding the node's policy, if the mode reads one
     node_policy_label: str | None
+
+    def __init__(
+        self,
+        mode: Mode,
+        legacy_merge: bool,
+        snn_all_nodes_to_none: bool,
+        best_effort_unsatisfied_to_all: bool,
+        reports_unsatisfied: bool,
+        task_policy_must_match_node: bool,
+        pod_policy_annotations: tuple[str, ...],
+        node_policy_label: str | None,
+    ) -> None:
+        set_field(self, "mode", mode)
+        set_field(self, "legacy_merge", legacy_merge)
+        set_field(self, "snn_all_nodes_to_none", snn_all_nodes_to_none)
+        set_field(self, "best_effort_unsatisfied_to_all", best_effort_unsatisfied_to_all)
+        set_field(self, "reports_unsatisfied", reports_unsatisfied)
+        set_field(self, "task_policy_must_match_node", task_policy_must_match_node)
+        set_field(self, "pod_policy_annotations", pod_policy_annotations)
+        set_field(self, "node_policy_label", node_policy_label)
 
 
 def parse_mode(value: object, field: str = "mode") -> Mode:

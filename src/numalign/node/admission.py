@@ -21,9 +21,7 @@ Provider order is the kubelet's: device manager, CPU manager, memory manager.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from numalign.engine.bitmask import ids_of
@@ -38,6 +36,7 @@ from numalign.node.predicates import Insufficient, fits
 from numalign.node.rules import DYNAMIC, AdmissionStep, resolve_rules
 from numalign.node.state import ContainerRecord, NodeState, PodRecord
 from numalign.pods import Pod, effective_pod_requests
+from numalign.record import Record, set_field
 from numalign.resources.base import Provider
 from numalign.resources.cpu import CpuManager
 from numalign.resources.devices import DeviceManager
@@ -49,38 +48,88 @@ if TYPE_CHECKING:
 __all__ = ["DYNAMIC", "ContainerResult", "Node", "PodResult", "machine_fingerprint"]
 
 
-@dataclass(frozen=True)
-class ContainerResult:
+class ContainerResult(Record, frozen=True):
     """One container's admission: its merged hint, CPUs, memory and devices."""
 
+    __slots__ = ("name", "affinity", "preferred", "cpus", "memory", "devices", "explain")
     name: str
     affinity: int | None
     preferred: bool
-    cpus: frozenset[int] = frozenset()
+    cpus: frozenset[int]
     #: NUMA node id (or "0,1" for a multi-node block) -> resource -> bytes
-    memory: dict[str, dict[str, int]] = field(default_factory=dict)
-    devices: dict[str, list[str]] = field(default_factory=dict)
+    memory: dict[str, dict[str, int]]
+    devices: dict[str, list[str]]
     #: --explain: each provider's answer and the merged hint
-    explain: Decision | None = None
+    explain: Decision | None
+
+    def __init__(
+        self,
+        name: str,
+        affinity: int | None,
+        preferred: bool,
+        cpus: frozenset[int] = frozenset(),
+        memory: dict[str, dict[str, int]] | None = None,
+        devices: dict[str, list[str]] | None = None,
+        explain: Decision | None = None,
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "affinity", affinity)
+        set_field(self, "preferred", preferred)
+        set_field(self, "cpus", cpus)
+        set_field(self, "memory", {} if memory is None else memory)
+        set_field(self, "devices", {} if devices is None else devices)
+        set_field(self, "explain", explain)
 
 
-@dataclass(frozen=True)
-class PodResult:
+class PodResult(Record, frozen=True):
     """One pod's admission: admitted or the rejection's reason, and its containers."""
 
+    __slots__ = (
+        "pod",
+        "admitted",
+        "reason",
+        "message",
+        "policy",
+        "scope",
+        "containers",
+        "kubelet",
+        "family_message",
+    )
     pod: Pod
     admitted: bool
-    reason: str | None = None
-    message: str | None = None
-    policy: str = "none"
-    scope: str = "container"
-    containers: tuple[ContainerResult, ...] = ()
+    reason: str | None
+    message: str | None
+    policy: str
+    scope: str
+    containers: tuple[ContainerResult, ...]
     #: --explain: the node's kubelet release and what its hint providers would enumerate
-    kubelet: tuple[str, ...] = ()
+    kubelet: tuple[str, ...]
     #: ``message`` is the node family's own words for a Topology Manager rejection
     #: (:meth:`~numalign.node.rules.NodeRules.rejection_message`: Koordinator's Filter status
     #: message), not the kubelet's
-    family_message: bool = False
+    family_message: bool
+
+    def __init__(
+        self,
+        pod: Pod,
+        admitted: bool,
+        reason: str | None = None,
+        message: str | None = None,
+        policy: str = "none",
+        scope: str = "container",
+        containers: tuple[ContainerResult, ...] = (),
+        kubelet: tuple[str, ...] = (),
+        family_message: bool = False,
+    ) -> None:
+        set_field(self, "pod", pod)
+        set_field(self, "admitted", admitted)
+        set_field(self, "reason", reason)
+        set_field(self, "message", message)
+        set_field(self, "policy", policy)
+        set_field(self, "scope", scope)
+        set_field(self, "containers", containers)
+        set_field(self, "kubelet", kubelet)
+        set_field(self, "family_message", family_message)
 
 
 def machine_fingerprint(machine: Machine) -> str:
@@ -137,6 +186,8 @@ class Node:
         differs from :attr:`machine` in its kubelet section only (another kubelet release: the
         extender's Node objects). The rules are resolved anew, in this node's engine mode; a
         kubelet that would not start with it raises :class:`InputError`."""
+        import copy  # here: an admit never copies a node (start-up time)
+
         twin = copy.copy(self)
         twin.machine = machine
         twin.rules = resolve_rules(machine, self.rules.mode)
@@ -153,6 +204,8 @@ class Node:
         resolved rules, the Topology Manager policies, the reserved CPUs, the node allocatable
         (none of them is changed in place) - instead of resolving it again: a cluster's nodes
         come from a few machine templates."""
+        import copy  # here: an admit never copies a node (start-up time)
+
         twin = copy.copy(self)
         twin._policies = dict(self._policies)
         twin.state = self.state.copy()
@@ -243,7 +296,7 @@ class Node:
         """
         result, planned = self._plan_chain(pod, explain)
         if explain:
-            result = replace(result, kubelet=tuple(self.rules.release_notes(self.machine, pod)))
+            result = result.replace(kubelet=tuple(self.rules.release_notes(self.machine, pod)))
         return result, planned
 
     def _plan_chain(self, pod: Pod, explain: bool) -> tuple[PodResult, NodeState | None]:
@@ -289,10 +342,10 @@ class Node:
         if hit is not None:
             cached: PodResult = hit.result
             if hit.delta is None:
-                return replace(cached, pod=pod), None
+                return cached.replace(pod=pod), None
             replayed = PlanCache.replay(hit, pod, self.state)
             if replayed is not None:
-                return replace(cached, pod=pod), replayed
+                return cached.replace(pod=pod), replayed
         result, planned = self._plan(pod, policy, scope, requests, explain)
         entry = PlanCache.entry(pod, result, result.admitted, self.state, planned,
                                 f"{result.reason} {result.message}")

@@ -10,27 +10,45 @@ only this much (start-up time: ``docs/architecture.md``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from numalign.machine.model import Machine
 from numalign.node.state import NodeState, PodRecord
+from numalign.record import Record, set_field
 from numalign.resources.memory_state import Block
 
 __all__ = ["ContainerUsage", "PodUsage", "container_usage", "cpus_numa_nodes", "pod_numa_nodes",
            "pod_usage", "pods_usage"]
 
 
-@dataclass(frozen=True)
-class ContainerUsage:
+class ContainerUsage(Record, frozen=True):
     """What one container holds, and the NUMA nodes those things sit on."""
 
+    __slots__ = ("name", "affinity", "preferred", "cpus", "memory", "devices", "numa_nodes")
     name: str
     affinity: tuple[int, ...] | None
     preferred: bool
-    cpus: frozenset[int] = frozenset()
-    memory: tuple[Block, ...] = ()
-    devices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    numa_nodes: frozenset[int] = frozenset()
+    cpus: frozenset[int]
+    memory: tuple[Block, ...]
+    devices: Mapping[str, tuple[str, ...]]
+    numa_nodes: frozenset[int]
+
+    def __init__(
+        self,
+        name: str,
+        affinity: tuple[int, ...] | None,
+        preferred: bool,
+        cpus: frozenset[int] = frozenset(),
+        memory: tuple[Block, ...] = (),
+        devices: Mapping[str, tuple[str, ...]] | None = None,
+        numa_nodes: frozenset[int] = frozenset(),
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "affinity", affinity)
+        set_field(self, "preferred", preferred)
+        set_field(self, "cpus", cpus)
+        set_field(self, "memory", memory)
+        set_field(self, "devices", {} if devices is None else devices)
+        set_field(self, "numa_nodes", numa_nodes)
 
     def memory_by_numa(self) -> dict[str, dict[str, int]]:
         """``"0"`` or ``"0,1"`` (a block's NUMA nodes) -> resource -> bytes."""
@@ -41,15 +59,27 @@ class ContainerUsage:
         return out
 
 
-@dataclass(frozen=True)
-class PodUsage:
+class PodUsage(Record, frozen=True):
     """What one admitted pod holds: its containers' CPUs, memory blocks and devices."""
 
+    __slots__ = ("uid", "record", "containers", "cpu_exclusive")
     uid: str
     record: PodRecord
     containers: tuple[ContainerUsage, ...]
     #: the Koordinator CPU exclusive policy the pod's CPUs are held under (koordinator mode)
-    cpu_exclusive: str | None = None
+    cpu_exclusive: str | None
+
+    def __init__(
+        self,
+        uid: str,
+        record: PodRecord,
+        containers: tuple[ContainerUsage, ...],
+        cpu_exclusive: str | None = None,
+    ) -> None:
+        set_field(self, "uid", uid)
+        set_field(self, "record", record)
+        set_field(self, "containers", containers)
+        set_field(self, "cpu_exclusive", cpu_exclusive)
 
     @property
     def numa_nodes(self) -> frozenset[int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from numalign.machine.model import Machine
@@ -144,7 +144,7 @@ class PlanCache:
             return None
         cpu, memory, devices = entry.delta.apply(state.cpu, state.memory, state.devices, pod.uid)
         pods = dict(state.pods)
-        pods[pod.uid] = replace(entry.record, uid=pod.uid, key=pod.key,
+        pods[pod.uid] = entry.record.replace(uid=pod.uid, key=pod.key,
                                 requests=dict(entry.record.requests))
         out = NodeState(cpu, memory, devices, pods)
         if isinstance(entry.post_key, _Key):

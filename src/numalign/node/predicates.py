@@ -30,24 +30,30 @@ used: 127000, capacity: 128000`` (units: millicores, bytes, counts).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from numalign.inputs.quantity import CPU, MEMORY
 from numalign.machine.allocatable import PODS, node_allocatable
 from numalign.machine.model import Machine
+from numalign.record import Record, set_field
 
 EPHEMERAL_STORAGE = "ephemeral-storage"
 _FIRST = (CPU, MEMORY)
 
 
-@dataclass(frozen=True)
-class Insufficient:
+class Insufficient(Record, frozen=True):
     """One resource the node is short of (kubelet ``InsufficientResourceError``)."""
 
+    __slots__ = ("resource", "requested", "used", "capacity")
     resource: str
     requested: int
     used: int
     capacity: int
+
+    def __init__(self, resource: str, requested: int, used: int, capacity: int) -> None:
+        set_field(self, "resource", resource)
+        set_field(self, "requested", requested)
+        set_field(self, "used", used)
+        set_field(self, "capacity", capacity)
 
     @property
     def reason(self) -> str:

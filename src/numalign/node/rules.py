@@ -17,7 +17,6 @@ It carries:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -40,6 +39,7 @@ from numalign.modes.kubelet.releases import (
 )
 from numalign.modes.registry import Family, Mode, family_of
 from numalign.pods import Pod
+from numalign.record import Record, set_field
 from numalign.resources.base import Provider
 
 if TYPE_CHECKING:
@@ -71,15 +71,29 @@ def admission_chain(release: KubeletRelease) -> tuple[AdmissionStep, ...]:
     return tuple(AdmissionStep(step) for step in release.admission_chain)
 
 
-@dataclass(frozen=True)
-class NodeRules:
+class NodeRules(Record, frozen=True):
     """How one node decides (see the module docstring)."""
 
+    __slots__ = ("mode", "family", "node", "decides", "chain")
     mode: Mode
     family: Family
     node: NodePolicy
     decides: FamilyNode
-    chain: tuple[AdmissionStep, ...] = ADMISSION_CHAIN
+    chain: tuple[AdmissionStep, ...]
+
+    def __init__(
+        self,
+        mode: Mode,
+        family: Family,
+        node: NodePolicy,
+        decides: FamilyNode,
+        chain: tuple[AdmissionStep, ...] = ADMISSION_CHAIN,
+    ) -> None:
+        set_field(self, "mode", mode)
+        set_field(self, "family", family)
+        set_field(self, "node", node)
+        set_field(self, "decides", decides)
+        set_field(self, "chain", chain)
 
     @property
     def dynamic(self) -> bool:

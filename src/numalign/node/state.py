@@ -11,12 +11,12 @@ it is validated on the way back in (:meth:`NodeState.from_dict`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from numalign.errors import InputError, StateError
 from numalign.machine.model import Machine
 from numalign.pods import ContainerKind
+from numalign.record import Record, set_field
 from numalign.resources.cpu import new_cpu_state
 from numalign.resources.cpu_state import CpuState
 from numalign.resources.devices import DeviceState
@@ -26,16 +26,28 @@ from numalign.resources.memory_state import MemoryState
 CONTAINER_KINDS = tuple(k.value for k in ContainerKind)
 
 
-@dataclass(frozen=True)
-class ContainerRecord:
+class ContainerRecord(Record, frozen=True):
     """One admitted container: the NUMA affinity the Topology Manager chose for it."""
 
+    __slots__ = ("name", "affinity", "preferred", "kind")
     name: str
-    affinity: tuple[int, ...] | None = None
-    preferred: bool = False
+    affinity: tuple[int, ...] | None
+    preferred: bool
     #: ``init``, ``sidecar`` or ``app`` (:class:`~numalign.pods.ContainerKind`); None in states
     #: written before it was kept. Which containers may share a device depends on it.
-    kind: str | None = None
+    kind: str | None
+
+    def __init__(
+        self,
+        name: str,
+        affinity: tuple[int, ...] | None = None,
+        preferred: bool = False,
+        kind: str | None = None,
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "affinity", affinity)
+        set_field(self, "preferred", preferred)
+        set_field(self, "kind", kind)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -71,23 +83,41 @@ class ContainerRecord:
         return ContainerRecord(name, affinity, preferred, kind)
 
 
-@dataclass(frozen=True)
-class PodRecord:
+class PodRecord(Record, frozen=True):
     """A pod admitted on the node (or usage observed elsewhere, ``observed=True``).
 
     ``key`` is ``namespace/name`` (the kubelet's checkpoints know only uids: then the uid).
     """
 
+    __slots__ = ("uid", "key", "policy", "scope", "containers", "observed", "requests")
     uid: str
     key: str
     policy: str
     scope: str
-    containers: tuple[ContainerRecord, ...] = ()
+    containers: tuple[ContainerRecord, ...]
     #: usage learnt from outside numalign (an NRT, a kubelet checkpoint), not an admission
-    observed: bool = False
+    observed: bool
     #: the pod's effective requests (cpu in millicores, bytes, counts; non-zero only), what the
     #: kubelet's predicate admission counts as used; {} in states written before it was kept
-    requests: Mapping[str, int] = field(default_factory=dict)
+    requests: Mapping[str, int]
+
+    def __init__(
+        self,
+        uid: str,
+        key: str,
+        policy: str,
+        scope: str,
+        containers: tuple[ContainerRecord, ...] = (),
+        observed: bool = False,
+        requests: Mapping[str, int] | None = None,
+    ) -> None:
+        set_field(self, "uid", uid)
+        set_field(self, "key", key)
+        set_field(self, "policy", policy)
+        set_field(self, "scope", scope)
+        set_field(self, "containers", containers)
+        set_field(self, "observed", observed)
+        set_field(self, "requests", {} if requests is None else requests)
 
     def container(self, name: str) -> ContainerRecord | None:
         return next((c for c in self.containers if c.name == name), None)
@@ -138,14 +168,26 @@ class PodRecord:
                          requests)
 
 
-@dataclass
-class NodeState:
+class NodeState(Record):
     """Everything allocated on one node: the three managers' states and the admitted pods."""
 
+    __slots__ = ("cpu", "memory", "devices", "pods", "__weakref__")  # weakly keyed caches
     cpu: CpuState
     memory: MemoryState
     devices: DeviceState
-    pods: dict[str, PodRecord] = field(default_factory=dict)  # uid -> record
+    pods: dict[str, PodRecord]  # uid -> record
+
+    def __init__(
+        self,
+        cpu: CpuState,
+        memory: MemoryState,
+        devices: DeviceState,
+        pods: dict[str, PodRecord] | None = None,
+    ) -> None:
+        self.cpu = cpu
+        self.memory = memory
+        self.devices = devices
+        self.pods = {} if pods is None else pods
 
     @staticmethod
     def empty(machine: Machine) -> NodeState:

@@ -47,9 +47,7 @@ quantities.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 from functools import cached_property
@@ -58,6 +56,7 @@ from typing import TYPE_CHECKING
 from numalign.errors import InputError, escape_newlines
 from numalign.inputs.documents import read_yaml_documents
 from numalign.inputs.quantity import cpu_millis, is_hugepages_resource, parse_quantity, quantity_int
+from numalign.record import Record, set_field
 
 if TYPE_CHECKING:
     from numalign.pods.annotations import OwnPolicy, PodNumaSpec, ResourceSpec
@@ -75,33 +74,72 @@ class ContainerKind(StrEnum):
     APP = "app"
 
 
-@dataclass(frozen=True)
-class Container:
+class Container(Record, frozen=True):
     """One container (app, init or sidecar) with its effective requests and limits."""
 
+    __slots__ = ("name", "kind", "requests", "limits")
     name: str
     kind: ContainerKind
-    requests: Mapping[str, int] = field(default_factory=dict)
-    limits: Mapping[str, int] = field(default_factory=dict)
+    requests: Mapping[str, int]
+    limits: Mapping[str, int]
+
+    def __init__(
+        self,
+        name: str,
+        kind: ContainerKind,
+        requests: Mapping[str, int] | None = None,
+        limits: Mapping[str, int] | None = None,
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "kind", kind)
+        set_field(self, "requests", {} if requests is None else requests)
+        set_field(self, "limits", {} if limits is None else limits)
 
     @property
     def is_init(self) -> bool:
         return self.kind is not ContainerKind.APP
 
 
-@dataclass(frozen=True)
-class Pod:
+class Pod(Record, frozen=True):
     """A pod as the engine sees it: identity, QoS class, containers and topology fields."""
 
+    __slots__ = (
+        "namespace",
+        "name",
+        "uid",
+        "qos",
+        "containers",
+        "annotations",
+        "topology_policy",
+        "__dict__",
+    )
     namespace: str
     name: str
     uid: str
     qos: QOSClass
     #: init containers (regular and sidecar) in spec order, then app containers in spec order
     containers: tuple[Container, ...]
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str]
     #: KEP-693 per-pod policy (``spec.topology.policy`` or ``spec.topologyPolicy``), if any
-    topology_policy: str | None = None
+    topology_policy: str | None
+
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        qos: QOSClass,
+        containers: tuple[Container, ...],
+        annotations: Mapping[str, str] | None = None,
+        topology_policy: str | None = None,
+    ) -> None:
+        set_field(self, "namespace", namespace)
+        set_field(self, "name", name)
+        set_field(self, "uid", uid)
+        set_field(self, "qos", qos)
+        set_field(self, "containers", containers)
+        set_field(self, "annotations", {} if annotations is None else annotations)
+        set_field(self, "topology_policy", topology_policy)
 
     @property
     def key(self) -> str:
@@ -339,7 +377,11 @@ def default_uid(namespace: str, name: str) -> str:
     SHA-1 of the namespace and the name, version and variant bits set), computed here because
     the :mod:`uuid` module costs every ``numalign`` command start-up time (it imports
     :mod:`platform`)."""
-    raw = bytearray(hashlib.sha1(_NAMESPACE_URL + f"numalign:pod:{namespace}/{name}".encode()).digest()[:16])
+    try:  # CPython's own SHA-1: hashlib would load OpenSSL first (4 ms of every admit)
+        from _sha1 import sha1  # type: ignore[import-not-found]  # no stub: private to CPython
+    except ImportError:  # an interpreter without it
+        from hashlib import sha1
+    raw = bytearray(sha1(_NAMESPACE_URL + f"numalign:pod:{namespace}/{name}".encode()).digest()[:16])
     raw[6] = raw[6] & 0x0F | 0x50  # version 5
     raw[8] = raw[8] & 0x3F | 0x80  # variant RFC 4122
     h = raw.hex()

@@ -30,7 +30,6 @@ in-place resize of exclusive CPUs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from numalign.engine.bitmask import ids_of, mask_of
 from numalign.engine.hints import Demand, GeneratedHints, ProviderHints, TopologyHint
@@ -46,6 +45,7 @@ from numalign.inputs.cpulist import format_cpulist
 from numalign.inputs.quantity import CPU
 from numalign.machine.model import Machine
 from numalign.pods import Container, ContainerKind, Pod, guaranteed_cpus, pod_guaranteed_cpus
+from numalign.record import Record, set_field
 from numalign.resources.cpu_assignment import (
     CpuAssignmentError,
     CpuTopology,
@@ -99,16 +99,39 @@ _STARTED = {ALPHA_GATE: True, BETA_GATE: True}
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StaticPolicyOptions:
+class StaticPolicyOptions(Record, frozen=True):
     """Parsed ``cpuManagerPolicyOptions`` (kubelet ``StaticPolicyOptions``)."""
 
-    full_pcpus_only: bool = False
-    distribute_cpus_across_numa: bool = False
-    align_by_socket: bool = False
-    distribute_cpus_across_cores: bool = False
-    strict_cpu_reservation: bool = False
-    prefer_align_cpus_by_uncorecache: bool = False
+    __slots__ = (
+        "full_pcpus_only",
+        "distribute_cpus_across_numa",
+        "align_by_socket",
+        "distribute_cpus_across_cores",
+        "strict_cpu_reservation",
+        "prefer_align_cpus_by_uncorecache",
+    )
+    full_pcpus_only: bool
+    distribute_cpus_across_numa: bool
+    align_by_socket: bool
+    distribute_cpus_across_cores: bool
+    strict_cpu_reservation: bool
+    prefer_align_cpus_by_uncorecache: bool
+
+    def __init__(
+        self,
+        full_pcpus_only: bool = False,
+        distribute_cpus_across_numa: bool = False,
+        align_by_socket: bool = False,
+        distribute_cpus_across_cores: bool = False,
+        strict_cpu_reservation: bool = False,
+        prefer_align_cpus_by_uncorecache: bool = False,
+    ) -> None:
+        set_field(self, "full_pcpus_only", full_pcpus_only)
+        set_field(self, "distribute_cpus_across_numa", distribute_cpus_across_numa)
+        set_field(self, "align_by_socket", align_by_socket)
+        set_field(self, "distribute_cpus_across_cores", distribute_cpus_across_cores)
+        set_field(self, "strict_cpu_reservation", strict_cpu_reservation)
+        set_field(self, "prefer_align_cpus_by_uncorecache", prefer_align_cpus_by_uncorecache)
 
 
 _FIELDS = {

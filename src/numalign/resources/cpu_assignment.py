@@ -26,13 +26,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from itertools import combinations
 from typing import Literal
 
 from numalign.machine.model import Machine
+from numalign.record import Record, set_field
 
 __all__ = [
     "CpuAssignmentError",
@@ -58,14 +58,20 @@ class CpuSorting(StrEnum):
     SPREAD = "spread"
 
 
-@dataclass(frozen=True, slots=True)
-class CpuInfo:
+class CpuInfo(Record, frozen=True):
     """Where one logical CPU sits (kubelet ``topology.CPUInfo``)."""
 
+    __slots__ = ("core", "socket", "numa", "uncore")
     core: int
     socket: int
     numa: int
     uncore: int
+
+    def __init__(self, core: int, socket: int, numa: int, uncore: int) -> None:
+        set_field(self, "core", core)
+        set_field(self, "socket", socket)
+        set_field(self, "numa", numa)
+        set_field(self, "uncore", uncore)
 
 
 def _group(

@@ -6,11 +6,11 @@ writer used for usage observed elsewhere. Decisions live in :mod:`numalign.resou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from numalign.errors import InputError
 from numalign.inputs.cpulist import format_cpulist, parse_cpulist
+from numalign.record import Record
 
 POLICY_NONE = "none"
 POLICY_STATIC = "static"
@@ -18,8 +18,7 @@ POLICY_STATIC = "static"
 EXCLUSIVE_POLICIES = ("PCPULevel", "NUMANodeLevel")
 
 
-@dataclass
-class CpuState:
+class CpuState(Record):
     """What the CPU manager has handed out (kubelet ``cpu_manager_state`` + ``cpusToReuse``).
 
     ``default_set`` is the shared pool (reserved CPUs included unless strict reservation);
@@ -30,11 +29,26 @@ class CpuState:
     (:data:`EXCLUSIVE_POLICIES`), which later pods' CPU choice avoids; empty in ``kubelet`` mode.
     """
 
-    default_set: set[int] = field(default_factory=set)
-    assignments: dict[str, dict[str, frozenset[int]]] = field(default_factory=dict)
-    cpus_to_reuse: dict[str, set[int]] = field(default_factory=dict)
-    policy_name: str = POLICY_STATIC
-    exclusive: dict[str, str] = field(default_factory=dict)
+    __slots__ = ("default_set", "assignments", "cpus_to_reuse", "policy_name", "exclusive")
+    default_set: set[int]
+    assignments: dict[str, dict[str, frozenset[int]]]
+    cpus_to_reuse: dict[str, set[int]]
+    policy_name: str
+    exclusive: dict[str, str]
+
+    def __init__(
+        self,
+        default_set: set[int] | None = None,
+        assignments: dict[str, dict[str, frozenset[int]]] | None = None,
+        cpus_to_reuse: dict[str, set[int]] | None = None,
+        policy_name: str = POLICY_STATIC,
+        exclusive: dict[str, str] | None = None,
+    ) -> None:
+        self.default_set = set() if default_set is None else default_set
+        self.assignments = {} if assignments is None else assignments
+        self.cpus_to_reuse = {} if cpus_to_reuse is None else cpus_to_reuse
+        self.policy_name = policy_name
+        self.exclusive = {} if exclusive is None else exclusive
 
     def copy(self) -> CpuState:
         return CpuState(

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from numalign.engine.bitmask import mask_of
 from numalign.machine.model import Device, Machine
+from numalign.record import Record, set_field
 
 __all__ = ["EMPTY_INDEX", "ResourceIndex", "device_sort_key", "machine_index", "mask_items",
            "share_index"]
@@ -46,11 +46,11 @@ def mask_items(masks: Iterable[int | None]) -> tuple[tuple[int, int], ...]:
     return tuple(sorted((m, c) for m, c in counts.items() if m is not None))
 
 
-@dataclass(frozen=True, eq=False)
-class ResourceIndex:
+class ResourceIndex(Record, frozen=True, eq=False):
     """One resource's devices on one machine, looked up in O(1): the manager's work per pod
     is then linear in the devices it looks at, never in devices times devices."""
 
+    __slots__ = ("by_id", "rank", "mask", "root", "healthy", "topology", "all_items", "rooted")
     by_id: Mapping[str, Device]
     #: device id -> position in the natural order (ties: the id's text)
     rank: Mapping[str, int]
@@ -65,6 +65,26 @@ class ResourceIndex:
     all_items: tuple[tuple[int, int], ...]
     #: some device has a PCIe root
     rooted: bool
+
+    def __init__(
+        self,
+        by_id: Mapping[str, Device],
+        rank: Mapping[str, int],
+        mask: Mapping[str, int],
+        root: Mapping[str, str | None],
+        healthy: frozenset[str],
+        topology: bool,
+        all_items: tuple[tuple[int, int], ...],
+        rooted: bool,
+    ) -> None:
+        set_field(self, "by_id", by_id)
+        set_field(self, "rank", rank)
+        set_field(self, "mask", mask)
+        set_field(self, "root", root)
+        set_field(self, "healthy", healthy)
+        set_field(self, "topology", topology)
+        set_field(self, "all_items", all_items)
+        set_field(self, "rooted", rooted)
 
     @staticmethod
     def of(devices: Iterable[Device]) -> ResourceIndex:

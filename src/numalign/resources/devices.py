@@ -54,7 +54,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
 
@@ -65,6 +64,7 @@ from numalign.engine.merge_search import Family, min_size
 from numalign.errors import InputError, StateError, UnexpectedAdmissionError
 from numalign.machine.model import Device, Machine
 from numalign.pods import Container, ContainerKind, Pod
+from numalign.record import Record
 from numalign.resources.device_index import (
     EMPTY_INDEX,
     ResourceIndex,
@@ -123,8 +123,7 @@ def pod_limits(pod: Pod) -> dict[str, int]:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class DeviceState:
+class DeviceState(Record):
     """Which devices each container holds, and the devices each pod may reuse.
 
     ``allocated``: pod uid -> container -> resource -> device ids (natural order).
@@ -132,8 +131,17 @@ class DeviceState:
     devices of a pod's regular init containers that its later containers take first.
     """
 
-    allocated: dict[str, dict[str, dict[str, list[str]]]] = field(default_factory=dict)
-    reusable: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    __slots__ = ("allocated", "reusable")
+    allocated: dict[str, dict[str, dict[str, list[str]]]]
+    reusable: dict[str, dict[str, set[str]]]
+
+    def __init__(
+        self,
+        allocated: dict[str, dict[str, dict[str, list[str]]]] | None = None,
+        reusable: dict[str, dict[str, set[str]]] | None = None,
+    ) -> None:
+        self.allocated = {} if allocated is None else allocated
+        self.reusable = {} if reusable is None else reusable
 
     def copy(self) -> DeviceState:
         return DeviceState(

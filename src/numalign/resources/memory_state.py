@@ -6,22 +6,27 @@ writer used for usage observed elsewhere. Decisions live in :mod:`numalign.resou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from numalign.errors import InputError
+from numalign.record import Record, set_field
 
 POLICY_NONE = "None"
 POLICY_STATIC = "Static"
 
 
-@dataclass(frozen=True)
-class Block:
+class Block(Record, frozen=True):
     """A container's memory of one type on a set of NUMA nodes (kubelet ``state.Block``)."""
 
+    __slots__ = ("numa_affinity", "type", "size")
     numa_affinity: tuple[int, ...]
     type: str
     size: int
+
+    def __init__(self, numa_affinity: tuple[int, ...], type: str, size: int) -> None:
+        set_field(self, "numa_affinity", numa_affinity)
+        set_field(self, "type", type)
+        set_field(self, "size", size)
 
     def to_dict(self) -> dict[str, Any]:
         return {"numaAffinity": list(self.numa_affinity), "type": self.type, "size": self.size}
@@ -48,15 +53,29 @@ def whole(value: Any, name: str, *, signed: bool = False) -> int:
     return value
 
 
-@dataclass(slots=True)
-class MemoryTable:
+class MemoryTable(Record):
     """One resource on one NUMA node (kubelet ``state.MemoryTable``), bytes."""
 
+    __slots__ = ("total", "system_reserved", "allocatable", "reserved", "free")
     total: int
     system_reserved: int
     allocatable: int
     reserved: int
     free: int
+
+    def __init__(
+        self,
+        total: int,
+        system_reserved: int,
+        allocatable: int,
+        reserved: int,
+        free: int,
+    ) -> None:
+        self.total = total
+        self.system_reserved = system_reserved
+        self.allocatable = allocatable
+        self.reserved = reserved
+        self.free = free
 
     def copy(self) -> MemoryTable:
         return MemoryTable(
@@ -83,13 +102,23 @@ class MemoryTable:
         )
 
 
-@dataclass(slots=True)
-class NodeMemoryState:
+class NodeMemoryState(Record):
     """One NUMA node (kubelet ``state.NUMANodeState``)."""
 
-    number_of_assignments: int = 0
-    memory_map: dict[str, MemoryTable] = field(default_factory=dict)
-    cells: list[int] = field(default_factory=list)
+    __slots__ = ("number_of_assignments", "memory_map", "cells")
+    number_of_assignments: int
+    memory_map: dict[str, MemoryTable]
+    cells: list[int]
+
+    def __init__(
+        self,
+        number_of_assignments: int = 0,
+        memory_map: dict[str, MemoryTable] | None = None,
+        cells: list[int] | None = None,
+    ) -> None:
+        self.number_of_assignments = number_of_assignments
+        self.memory_map = {} if memory_map is None else memory_map
+        self.cells = [] if cells is None else cells
 
     def copy(self) -> NodeMemoryState:
         return NodeMemoryState(
@@ -126,8 +155,7 @@ class NodeMemoryState:
         )
 
 
-@dataclass
-class MemoryState:
+class MemoryState(Record):
     """The memory manager's mutable state (kubelet ``memory_manager_state``).
 
     ``reusable`` is the kubelet policy's in-memory ``initContainersReusableMemory`` (pod ->
@@ -136,10 +164,23 @@ class MemoryState:
     not part of the checkpoint.
     """
 
-    policy_name: str = POLICY_STATIC
-    machine_state: dict[int, NodeMemoryState] = field(default_factory=dict)
-    assignments: dict[str, dict[str, list[Block]]] = field(default_factory=dict)
-    reusable: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
+    __slots__ = ("policy_name", "machine_state", "assignments", "reusable")
+    policy_name: str
+    machine_state: dict[int, NodeMemoryState]
+    assignments: dict[str, dict[str, list[Block]]]
+    reusable: dict[str, dict[int, dict[str, int]]]
+
+    def __init__(
+        self,
+        policy_name: str = POLICY_STATIC,
+        machine_state: dict[int, NodeMemoryState] | None = None,
+        assignments: dict[str, dict[str, list[Block]]] | None = None,
+        reusable: dict[str, dict[int, dict[str, int]]] | None = None,
+    ) -> None:
+        self.policy_name = policy_name
+        self.machine_state = {} if machine_state is None else machine_state
+        self.assignments = {} if assignments is None else assignments
+        self.reusable = {} if reusable is None else reusable
 
     def copy(self) -> MemoryState:
         return MemoryState(

@@ -35,7 +35,7 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from numalign.engine.bitmask import mask_of
@@ -186,7 +186,7 @@ class _Run:
                 if n < self.max_retries:
                     self.retries[pod.key] = n + 1
                     self.rec.record_retry(self.name, t, pod.key)
-                    again = replace(pod, uid=f"{pod.uid}-r{n + 1}")
+                    again = pod.replace(uid=f"{pod.uid}-r{n + 1}")
                     self.push(t + self.delay, RETRY, (again, duration, deadline))
             return False
         self.rec.record_pending(self.name, t, pod.key, latency_s=dt, reason=out.reason)

@@ -75,7 +75,7 @@ def engine_pod(pod: Pod) -> Pod:
     kept = {k: v for k, v in pod.annotations.items() if k in ENGINE_ANNOTATIONS}
     if len(kept) == len(pod.annotations):
         return pod
-    return replace(pod, annotations=kept)
+    return pod.replace(annotations=kept)
 
 
 def pod_shape(pod: Pod) -> Any:

@@ -23,7 +23,7 @@ nodes are decided as usual.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from numalign.errors import InputError
@@ -101,7 +101,7 @@ def under_release(node: Node, content: str, source: Any, nrt: NrtKubelet | None,
             return None
     wanted = machine
     if version is not None:
-        wanted = replace(machine, kubelet=replace(machine.kubelet, kubelet_version=version))
+        wanted = machine.replace(kubelet=machine.kubelet.replace(kubelet_version=version))
         share_index(machine, wanted)  # the same devices: not made again
     try:
         twin = node.with_machine(wanted)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from numalign.kube.extender.core import ENGINE_ANNOTATIONS, engine_pod
@@ -120,4 +119,4 @@ class PodCache:
                 while len(self._templates) > self._size:
                     self._templates.popitem(last=False)
         namespace, name, uid = ident
-        return replace(hit[0], namespace=namespace, name=name, uid=uid), hit[1]
+        return hit[0].replace(namespace=namespace, name=name, uid=uid), hit[1]

@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from numalign.kube.podresources.client import Allocatable, Snapshot
 from numalign.machine.model import Device, Machine
 from numalign.node.usage import NodeView, ObservedUsage, numa_amounts
@@ -28,7 +26,7 @@ def machine_with_allocatable(machine: Machine, alloc: Allocatable) -> Machine:
     for ds in alloc.devices:
         for i in ds.ids:
             old = known.get((ds.resource, i))
-            dev = replace(old, numa=ds.numa, healthy=True) if old is not None else Device(
+            dev = old.replace(numa=ds.numa, healthy=True) if old is not None else Device(
                 resource=ds.resource, id=i, numa=ds.numa)
             reported.setdefault(ds.resource, []).append(dev)
     devices = [d for d in machine.devices if d.resource not in reported]
@@ -43,8 +41,8 @@ def machine_with_allocatable(machine: Machine, alloc: Allocatable) -> Machine:
         online = frozenset(c.id for c in machine.cpus)
         reserved = online - alloc.cpus
         if reserved:
-            kubelet = replace(kubelet, reserved_system_cpus=reserved)
-    return replace(machine, devices=tuple(devices), kubelet=kubelet)
+            kubelet = kubelet.replace(reserved_system_cpus=reserved)
+    return machine.replace(devices=tuple(devices), kubelet=kubelet)
 
 
 def observed_usage(node: NodeView, snap: Snapshot) -> ObservedUsage:

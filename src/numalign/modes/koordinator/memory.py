@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 
 from numalign.engine.bitmask import ids_of, mask_of
 from numalign.engine.hints import Demand, GeneratedHints, ProviderHints, ResourceHints, TopologyHint
@@ -159,7 +158,7 @@ def _joint_family(
     size = _fewest(universe, gen.feasible) if universe.bit_count() <= SMALL else min_size(Family(gen), Budget())
     if size is None:
         return []
-    return replace(gen, preferred_size=size, is_preferred=(lambda m: True) if everything_preferred else None)
+    return gen.replace(preferred_size=size, is_preferred=(lambda m: True) if everything_preferred else None)
 
 
 def _explicit(

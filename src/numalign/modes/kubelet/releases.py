@@ -14,7 +14,6 @@ resolved rules and never compare releases. Every cell's upstream source is in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from numalign.engine.policies import (
 )
 from numalign.errors import InputError
 from numalign.machine.model import KubeletConfig
+from numalign.record import Record, set_field
 from numalign.resources import cpu
 from numalign.resources.cpu_state import POLICY_STATIC
 
@@ -57,18 +57,31 @@ class DeviceHints(StrEnum):
     DEVICE_NUMA_NODES = "device-numa-nodes"
 
 
-@dataclass(frozen=True)
-class Gate:
+class Gate(Record, frozen=True):
     """A feature gate in one release: its default, and whether it is locked to it."""
 
+    __slots__ = ("default", "locked")
     default: bool
-    locked: bool = False
+    locked: bool
+
+    def __init__(self, default: bool, locked: bool = False) -> None:
+        set_field(self, "default", default)
+        set_field(self, "locked", locked)
 
 
-@dataclass(frozen=True)
-class KubeletRelease:
+class KubeletRelease(Record, frozen=True):
     """One kubelet minor release (see the module docstring)."""
 
+    __slots__ = (
+        "minor",
+        "tm_options",
+        "cpu_options",
+        "gates",
+        "device_hints",
+        "merge",
+        "admission_chain",
+        "memory_hints",
+    )
     minor: int
     tm_options: OptionLevels
     cpu_options: OptionLevels
@@ -77,12 +90,32 @@ class KubeletRelease:
     #: the merge: a merged hint is preferred only if every picked hint is preferred and all
     #: their affinities are equal; non-preferred candidates ranked by
     #: ``bestNonPreferredAffinityCount`` (kubernetes#108052, 1.24; HintMerger #112914, 1.26)
-    merge: str = "equal-affinity"
+    merge: str
     #: the kubelet's admit handlers numalign models, in the order ``canAdmitPod`` runs them
-    admission_chain: tuple[str, ...] = ("topology-manager", "predicates")
+    admission_chain: tuple[str, ...]
     #: the memory manager's ``calculateHints`` enumerates every NUMA node of its machine state
     #: (``policy_static.go``, unchanged by kubernetes#138244)
-    memory_hints: str = "all-numa-nodes"
+    memory_hints: str
+
+    def __init__(
+        self,
+        minor: int,
+        tm_options: OptionLevels,
+        cpu_options: OptionLevels,
+        gates: Mapping[str, Gate],
+        device_hints: DeviceHints,
+        merge: str = "equal-affinity",
+        admission_chain: tuple[str, ...] = ("topology-manager", "predicates"),
+        memory_hints: str = "all-numa-nodes",
+    ) -> None:
+        set_field(self, "minor", minor)
+        set_field(self, "tm_options", tm_options)
+        set_field(self, "cpu_options", cpu_options)
+        set_field(self, "gates", gates)
+        set_field(self, "device_hints", device_hints)
+        set_field(self, "merge", merge)
+        set_field(self, "admission_chain", admission_chain)
+        set_field(self, "memory_hints", memory_hints)
 
     @property
     def name(self) -> str:
@@ -156,16 +189,28 @@ def _release(minor: int) -> KubeletRelease:
 RELEASES: Mapping[int, KubeletRelease] = {m: _release(m) for m in range(OLDEST, NEWEST + 1)}
 
 
-@dataclass(frozen=True)
-class ResolvedRelease:
+class ResolvedRelease(Record, frozen=True):
     """The release a node decides by, and how numalign knows it."""
 
+    __slots__ = ("release", "version", "how", "notes")
     release: KubeletRelease
     #: the version as given (None: none was)
-    version: KubeletVersion | None = None
+    version: KubeletVersion | None
     #: why this release: given, or the newest modelled (missing or newer version)
-    how: str = ""
-    notes: tuple[str, ...] = field(default=())
+    how: str
+    notes: tuple[str, ...]
+
+    def __init__(
+        self,
+        release: KubeletRelease,
+        version: KubeletVersion | None = None,
+        how: str = "",
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        set_field(self, "release", release)
+        set_field(self, "version", version)
+        set_field(self, "how", how)
+        set_field(self, "notes", notes)
 
 
 def release_of(version: KubeletVersion | None) -> ResolvedRelease:

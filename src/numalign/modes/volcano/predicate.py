@@ -9,8 +9,6 @@ what the memo must agree with.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from numalign.engine.merge_budget import MergeTooLarge
 from numalign.engine.policies import Policy, Scope, TopologyPolicy
 from numalign.engine.scopes import admit
@@ -54,7 +52,7 @@ def volcano_admission(node: Node, pod: Pod) -> FilterResult:
     m = node.machine
     distances = m.distances if m.has_distances else None
     policy = TopologyPolicy(node.node_policy, m.node_ids, node.options, distances, legacy_merge=True)
-    app_only = replace(pod, containers=pod.app_containers)
+    app_only = pod.replace(containers=pod.app_containers)
     cpu_state = node.state.cpu.copy()
     cpu = CpuManager(m, cpu_state, reserved=node.reserved_cpus)
     try:
