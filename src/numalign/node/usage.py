@@ -90,41 +90,92 @@ def zones_key(node: NodeView) -> Hashable:
     Computed once per node state (kept by the state's identity: a state a node holds is never
     changed in place - admission, release and observed usage make new states, see
     :mod:`numalign.node.plan_cache`)."""
+    return _state_entry(node).key
+
+
+class _StateZones:
+    """What is known of one node state: its :func:`zones_key`, and its zones once asked for."""
+
+    __slots__ = ("key", "machine", "reserved", "state", "zones")
+
+    def __init__(self, state: NodeState, machine: Machine, reserved: frozenset[int], key: Hashable) -> None:
+        self.state = weakref.ref(state)
+        self.machine = machine
+        self.reserved = reserved
+        self.key = key
+        self.zones: Zones | None = None
+
+
+#: per node state by identity (a weak reference tells a live state from a dead one whose id
+#: was reused), made for one machine and reserved CPUs: its :func:`zones_key` and zones
+_ZONES_KEYS: dict[int, _StateZones] = {}
+
+
+def _state_entry(node: NodeView) -> _StateZones:
     m, st, reserved = node.machine, node.state, node.reserved_cpus
     hit = _ZONES_KEYS.get(id(st))
-    if hit is not None and hit[0]() is st and hit[1] is m and hit[2] == reserved:
-        return hit[3]
+    if hit is not None and hit.state() is st and hit.machine is m and hit.reserved == reserved:
+        return hit
     memory = tuple((n, r, t.allocatable, t.free) for n, ns in st.memory.machine_state.items()
                    for r, t in ns.memory_map.items())  # what MemoryState.amounts answers from
     key = (id(m), reserved, st.cpu.assigned_cpus(), memory, st.devices.taken())
     if len(_ZONES_KEYS) >= AMOUNTS_SIZE:
         _ZONES_KEYS.clear()
-    _ZONES_KEYS[id(st)] = (weakref.ref(st), m, reserved, key)
-    return key
+    entry = _ZONES_KEYS[id(st)] = _StateZones(st, m, reserved, key)
+    return entry
 
 
-#: :func:`zones_key` per node state by identity (a weak reference tells a live state from a
-#: dead one whose id was reused), with the machine and reserved CPUs it was made for
-_ZONES_KEYS: dict[int, tuple[weakref.ref[NodeState], Machine, frozenset[int], Hashable]] = {}
+class Zones:
+    """One :func:`zones_key`'s zones: the amounts per NUMA node (not to be changed), the
+    ``available`` amounts as one value (:func:`available_key`), and ``derived``: values that
+    callers compute from these zones alone, kept here under their own names so that a node
+    state asks for them once (:func:`zones_of`)."""
+
+    __slots__ = ("amounts", "available", "derived", "machine")
+
+    def __init__(self, machine: Machine, amounts: dict[int, ZoneAmounts], available: Hashable) -> None:
+        self.machine = machine
+        self.amounts = amounts
+        self.available = available
+        self.derived: dict[Hashable, object] = {}
+
+    def remember(self, key: Hashable, value: object) -> None:
+        """Keep ``value`` in :attr:`derived` (all of it is dropped beyond
+        :data:`DERIVED_SIZE` entries: it is recomputed when asked again)."""
+        if len(self.derived) >= DERIVED_SIZE:
+            self.derived.clear()
+        self.derived[key] = value
 
 
-#: :func:`numa_amounts` and :func:`available_key` by :func:`zones_key` (with the machine, so
-#: that a reused id never matches); cleared beyond :data:`AMOUNTS_SIZE` entries
-_AMOUNTS: dict[Hashable, tuple[Machine, dict[int, ZoneAmounts], Hashable]] = {}
+#: :class:`Zones` by :func:`zones_key` (with the machine, so that a reused id never matches);
+#: cleared beyond :data:`AMOUNTS_SIZE` entries
+_AMOUNTS: dict[Hashable, Zones] = {}
 AMOUNTS_SIZE = 1 << 14
+#: values derived from one zones' amounts kept with them (:meth:`Zones.remember`)
+DERIVED_SIZE = 1 << 10
+
+
+def zones_of(node: NodeView) -> Zones:
+    """The node's :class:`Zones`, computed once per distinct :func:`zones_key` and looked up
+    once per node state."""
+    entry = _state_entry(node)
+    got = entry.zones
+    if got is not None:
+        return got
+    hit = _AMOUNTS.get(entry.key)
+    if hit is None or hit.machine is not node.machine:
+        out = _numa_amounts(node.machine, node.state, node.reserved_cpus)
+        available = tuple((i, tuple(sorted(z.available.items()))) for i, z in sorted(out.items()))
+        if len(_AMOUNTS) >= AMOUNTS_SIZE:
+            _AMOUNTS.clear()
+        hit = _AMOUNTS[entry.key] = Zones(node.machine, out, available)
+    entry.zones = hit
+    return hit
 
 
 def _zones(node: NodeView) -> tuple[dict[int, ZoneAmounts], Hashable]:
-    key = zones_key(node)
-    hit = _AMOUNTS.get(key)
-    if hit is not None and hit[0] is node.machine:
-        return hit[1], hit[2]
-    out = _numa_amounts(node.machine, node.state, node.reserved_cpus)
-    available = tuple((i, tuple(sorted(z.available.items()))) for i, z in sorted(out.items()))
-    if len(_AMOUNTS) >= AMOUNTS_SIZE:
-        _AMOUNTS.clear()
-    _AMOUNTS[key] = (node.machine, out, available)
-    return out, available
+    z = zones_of(node)
+    return z.amounts, z.available
 
 
 def numa_amounts(node: NodeView) -> dict[int, ZoneAmounts]:

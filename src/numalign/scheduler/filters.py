@@ -22,8 +22,9 @@ from numalign.engine.policies import Policy, Scope
 from numalign.inputs.quantity import CPU, is_memory_resource
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
-from numalign.node.usage import available_key, pod_numa_nodes
+from numalign.node.usage import available_key, pod_numa_nodes, zones_of
 from numalign.pods import Pod, QOSClass, effective_pod_requests
+from numalign.scheduler.nrt_requests import NrtPodRequests, nrt_pod_requests, nrt_units
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,16 @@ def _fit_any_numa(req: dict[str, int], avail: dict[int, dict[str, int]], qos: QO
     return min(mask) if mask else None
 
 
-def _nrt_units(req: dict[str, int]) -> dict[str, int]:
-    # NRT publishes cpu in whole CPUs; round a millicore request up like Quantity.Value()
-    return {r: (-(-v // 1000) if r == "cpu" else v) for r, v in req.items()}
+def _published_available(node: Node) -> dict[int, dict[str, int]]:
+    """The zones' available amounts per NUMA id (:func:`~numalign.node.usage.available_key`'s
+    pairs as dicts), made once per node state's zones and shared: not to be changed."""
+    held = zones_of(node)
+    got = held.derived.get("nrt_available")
+    if got is None:
+        published = cast("tuple[tuple[int, tuple[tuple[str, int], ...]], ...]", held.available)
+        got = {i: dict(amounts) for i, amounts in published}
+        held.remember("nrt_available", got)
+    return cast("dict[int, dict[str, int]]", got)
 
 
 def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
@@ -130,25 +138,45 @@ def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
         not _numa_affine(r) for c in pod.containers for r in c.requests
     ):
         return FilterResult(True)
-    # numa_amounts' available amounts per zone, as available_key holds them (zone id, (resource,
-    # amount) pairs)
-    published = cast("tuple[tuple[int, tuple[tuple[str, int], ...]], ...]", available_key(node))
-    avail = {i: dict(amounts) for i, amounts in published}
+    # the answer reads the zones' available amounts, the scope and the pod's requests only:
+    # kept with the zones (nodes in other states with the same zones ask again otherwise)
+    reqs = nrt_pod_requests(pod)
+    held = zones_of(node)
+    key = ("nrt_filter", node.node_scope, reqs.key)
+    got = held.derived.get(key)
+    if got is None:
+        got = _nrt_snn_fit(node, pod, reqs)
+        held.remember(key, got)
+    return cast("FilterResult", got)
+
+
+def _nrt_snn_fit(node: Node, pod: Pod, reqs: NrtPodRequests) -> FilterResult:
+    # numa_amounts' available amounts per zone, as available_key holds them (shared: a zone is
+    # copied before a container's request is taken from it)
+    avail = _published_available(node)
     if node.node_scope is Scope.POD:
-        if _fit_any_numa(_nrt_units(effective_pod_requests(pod)), avail, pod.qos) is None:
+        if reqs.effective is None:
+            reqs.effective = nrt_units(effective_pod_requests(pod))
+        if _fit_any_numa(reqs.effective, avail, pod.qos) is None:
             return FilterResult(False, reason="cannot align pod")
         return FilterResult(True, 1)
-    for c in pod.init_containers:
-        if _fit_any_numa(_nrt_units(dict(c.requests)), avail, pod.qos) is None:
+    for c, req in zip(pod.init_containers, reqs.init, strict=True):
+        if _fit_any_numa(req, avail, pod.qos) is None:
             return FilterResult(False, reason=f"cannot align init container {c.name}")
-    for c in pod.app_containers:
-        req = _nrt_units(dict(c.requests))
+    own = False  # avail is this call's own copy (its zones still shared until taken from)
+    for name, req in reqs.app:
         numa = _fit_any_numa(req, avail, pod.qos)
         if numa is None:
-            return FilterResult(False, reason=f"cannot align container {c.name}")
-        for res, qty in req.items():
-            if res in avail[numa] and (pod.qos is QOSClass.GUARANTEED or not _numa_affine(res)):
-                avail[numa][res] -= qty
+            return FilterResult(False, reason=f"cannot align container {name}")
+        zone = avail[numa]
+        taken = {res: qty for res, qty in req.items()
+                 if res in zone and (pod.qos is QOSClass.GUARANTEED or not _numa_affine(res))}
+        if taken:
+            if not own:
+                avail, own = dict(avail), True
+            zone = avail[numa] = dict(zone)
+            for res, qty in taken.items():
+                zone[res] -= qty
     return FilterResult(True, 1)
 
 

@@ -64,32 +64,16 @@ def group_heads(
     listed in walk order: their scores, node indices and key numbers; and the key number of the
     walk's last candidate (lowest score, then highest node index).
 
-    The same as sorting every candidate in walk order and keeping each key number's first
-    occurrence, in O(candidates + largest key number) plus a sort of the heads only (a walk over
-    every node has thousands of candidates in a hundred groups). ``idx`` holds distinct node
-    indices; ``numbers`` are non-negative. Scores with a NaN take the full sort (where NaN
-    sorts last, as there)."""
-    if bool(np.isnan(scores).any()):
-        order = np.lexsort((idx, -scores))
-        ordered = numbers[order]
-        _, first = np.unique(ordered, return_index=True)
-        first.sort()
-        heads = order[first]
-        return scores[heads], idx[heads], ordered[first], int(ordered[-1])
-    size = int(numbers.max()) + 1
-    best = np.full(size, -np.inf)
-    np.maximum.at(best, numbers, scores)
-    top = scores == best[numbers]
-    none = np.iinfo(np.int64).max
-    low = np.full(size, none, dtype=np.int64)
-    np.minimum.at(low, numbers[top], idx[top])
-    present = np.flatnonzero(low != none)
-    head_idx, head_scores = low[present], best[present]
-    order = np.lexsort((head_idx, -head_scores))
-    least = scores.min()
-    at = np.flatnonzero(scores == least)
-    last = int(numbers[at[np.argmax(idx[at])]])
-    return head_scores[order], head_idx[order], present[order], last
+    Every candidate sorted in walk order once (``lexsort``, NaN scores last), then each key
+    number's first occurrence (``np.unique``'s first indices), kept in walk order. (An
+    O(candidates + largest key number) variant with ``ufunc.at`` took 4 to 6 times as long on
+    the benchmark's walks: 200 us for 500 candidates, 1.1 ms for 4,500, NumPy 2.4.)"""
+    order = np.lexsort((idx, -scores))
+    ordered = numbers[order]
+    _, first = np.unique(ordered, return_index=True)
+    first.sort()
+    heads = order[first]
+    return scores[heads], idx[heads], ordered[first], int(ordered[-1])
 
 
 @dataclass

@@ -348,22 +348,35 @@ def _distance_totals(
     return combos, np.array(totals, dtype=np.int64), min(min(totals, default=cap), cap)
 
 
-def fewest_zones(qos: QOSClass, zones: Sequence[NumaZone], resources: Amounts) -> int:
+def fewest_zones(qos: QOSClass, zones: Sequence[NumaZone], resources: Amounts,
+                 descending: Mapping[str, Sequence[int]] | None = None) -> int:
     """A lower bound of the zone count :func:`numa_nodes_required` answers (when it answers
     one): for every request :func:`_fits` checks, the fewest zones whose largest amounts add
-    up to it (0 for a request with nothing to check; the zone count when even all fall short)."""
+    up to it (0 for a request with nothing to check; the zone count when even all fall short).
+    ``descending``: each resource's amounts over the zones, largest first
+    (:func:`descending_amounts` of ``zones``), when the caller keeps them."""
     fewest = 0
     for res, qty in resources.items():
         if qty == 0 or (qos is not QOSClass.GUARANTEED and is_numa_affine(res)):
             continue
+        amounts = descending.get(res) if descending is not None else None
+        if amounts is None:
+            amounts = sorted((z.resources.get(res, 0) for z in zones), reverse=True)
         total = k = 0
-        for have in sorted((z.resources.get(res, 0) for z in zones), reverse=True):
+        for have in amounts:
             if total >= qty:
                 break
             total += have
             k += 1
         fewest = max(fewest, k if total >= qty else len(zones))
     return fewest
+
+
+def descending_amounts(zones: Sequence[NumaZone]) -> dict[str, tuple[int, ...]]:
+    """Per resource any zone publishes, its amount on every zone (0 where a zone lacks it),
+    largest first: what :func:`fewest_zones` sorts."""
+    names = {r for z in zones for r in z.resources}
+    return {r: tuple(sorted((z.resources.get(r, 0) for z in zones), reverse=True)) for r in names}
 
 
 def only_non_numa_resources(zones: Sequence[NumaZone], resources: Amounts) -> bool:
@@ -427,6 +440,7 @@ __all__ = [
     "NumaZone",
     "balanced_allocation_zone",
     "container_scope_score",
+    "descending_amounts",
     "exact_variance",
     "fewest_zones",
     "find_suitable_combination",

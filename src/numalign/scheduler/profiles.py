@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from numalign.errors import InputError
 from numalign.inputs import goparse
@@ -42,6 +42,7 @@ from numalign.modes.volcano.predicate import volcano_filter
 from numalign.modes.volcano.select import Pick, SchedulerView, VolcanoSelect
 from numalign.node.admission import Node
 from numalign.pods import Pod
+from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter, nrt_node_key, nrt_snn_filter
 from numalign.scheduler.node_groups import NodeKey
 from numalign.scheduler.scorers import (
@@ -55,11 +56,18 @@ from numalign.scheduler.scorers import (
 )
 
 Filter = Callable[[Node, Pod], FilterResult]
-#: a relative profile's own node choice: ``(scheduler, pod, its node-level request vector) ->
-#: ((node index, NUMA count, total score) or None, why not, filter evaluations)`` - the same
-#: choice as the scheduler's fit, node score and relative walk over :attr:`Profile.filter`,
-#: computed its own way
-RelativeSelect = Callable[[SchedulerView, Pod, Any], tuple[Pick | None, str | None, int]]
+class RelativeSelect(Protocol):
+    """A relative profile's own node choice: ``(scheduler, pod, its node-level request vector)
+    -> ((node index, NUMA count, total score) or None, why not, filter evaluations)`` - the same
+    choice as the scheduler's fit, node score and relative walk over :attr:`Profile.filter`,
+    computed its own way."""
+
+    def __call__(self, sched: SchedulerView, pod: Pod, vec: Any, /) -> tuple[Pick | None, str | None, int]: ...
+
+    def prepare(self, cluster: Cluster) -> None:
+        """What it keeps per node, for every node of ``cluster``: called when a scheduler is
+        built (like kube-scheduler's node info cache, filled as nodes are added), so that a
+        pod's cycle only updates the nodes that changed."""
 
 
 @dataclass(frozen=True)

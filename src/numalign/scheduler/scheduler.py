@@ -131,6 +131,9 @@ class Scheduler:
             # every node's key number up front (like kube-scheduler's node info cache, filled as
             # nodes are added), not in the middle of a pod's cycle; later only changed nodes'
             self._groups.refresh(np.arange(len(cluster.nodes)))
+        if profile.relative_select is not None and profile.filter is not None and numa is not None and numa.relative:
+            # the relative choice's per-node keys, up front like the groups' key numbers above
+            profile.relative_select.prepare(cluster)
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
         #: nodes looked at per feasible node found by the last sampling walk (sizes the next
@@ -321,7 +324,15 @@ class Scheduler:
             if best is not None and (-key < best_total or (-key == best_total and j > best_at)):
                 break  # nothing left can beat the best total
             s, i, number = float(head_scores[j]), int(head_idx[j]), int(head_numbers[j])
-            if refine and not refined:
+            known = local.get(number)
+            if known is None:
+                known = table.answers.get(number)
+                if known is not None:
+                    local[number] = known
+            if known is not None and not known.result.passed:
+                continue  # a refusal already known: nothing to bound
+            # a known score is the group's exact score, never above its bound: no need to ask it
+            if refine and not refined and (known is None or known.score is None):
                 assert numa is not None
                 own = groups.bound(table, number, numa, c.nodes[i].node, pod)
                 if own is not None and own < 0:

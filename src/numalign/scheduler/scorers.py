@@ -23,17 +23,18 @@ in a profile in :mod:`numalign.scheduler.profiles`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from numalign.engine.policies import Policy, Scope
-from numalign.node.usage import available_key, numa_amounts
+from numalign.node.usage import numa_amounts, zones_of
 from numalign.pods import QOSClass, effective_pod_requests
 from numalign.scheduler import nrt_scores
+from numalign.scheduler.nrt_requests import nrt_pod_requests
 from numalign.scheduler.nrt_scores import NumaZone
 
 if TYPE_CHECKING:
@@ -226,20 +227,52 @@ PUBLISHED_SIZE = 1 << 14
 def published_zones(node: Node) -> Sequence[NumaZone]:
     """:func:`nrt_zones`, shared by nodes alike and not to be changed: it reads only the
     machine (ids, distances) and the zones' available amounts, so it is computed once per
-    (machine, :func:`~numalign.node.usage.available_key`)."""
-    key = (id(node.machine), available_key(node))
+    (machine, :func:`~numalign.node.usage.available_key`), and kept with the node state's zones
+    (:func:`~numalign.node.usage.zones_of`) for the next question."""
+    held = zones_of(node)
+    got = held.derived.get("nrt_zones")
+    if got is not None:
+        return cast("tuple[NumaZone, ...]", got)
+    key = (id(node.machine), held.available)
     hit = _PUBLISHED.get(key)
     if hit is not None and hit[0] is node.machine:
-        return hit[1]
-    zones = tuple(nrt_zones(node))
-    if len(_PUBLISHED) >= PUBLISHED_SIZE:
-        _PUBLISHED.clear()
-    _PUBLISHED[key] = (node.machine, zones)
+        zones = hit[1]
+    else:
+        zones = tuple(nrt_zones(node))
+        if len(_PUBLISHED) >= PUBLISHED_SIZE:
+            _PUBLISHED.clear()
+        _PUBLISHED[key] = (node.machine, zones)
+    held.remember("nrt_zones", zones)
     return zones
 
 
 def _container_requests(pod: Pod) -> list[dict[str, int]]:
     return [dict(c.requests) for c in pod.containers]
+
+
+#: zone scores by (strategy, weights, request, zone amounts): a zone score reads nothing else,
+#: and the zones of nodes in different states are mostly alike (a bind changes one zone);
+#: cleared beyond :data:`ZONE_SCORES_SIZE` entries
+_ZONE_SCORES: dict[Hashable, int] = {}
+ZONE_SCORES_SIZE = 1 << 16
+
+
+def _remembered_zone_score(strategy: str, weights: tuple[tuple[str, int], ...]) -> nrt_scores.ZoneScoreFn:
+    """The strategy's zone score (:data:`~numalign.scheduler.nrt_scores.ZONE_STRATEGIES`),
+    remembered per request and zone amounts (in their order, as the strategy reads them)."""
+    fn = nrt_scores.ZONE_STRATEGIES[strategy]
+
+    def score(requested: Mapping[str, int], zone: Mapping[str, int], w: Mapping[str, int]) -> int:
+        key = (strategy, weights, tuple(requested.items()), tuple(zone.items()))
+        got = _ZONE_SCORES.get(key)
+        if got is None:
+            got = fn(requested, zone, w)
+            if len(_ZONE_SCORES) >= ZONE_SCORES_SIZE:
+                _ZONE_SCORES.clear()
+            _ZONE_SCORES[key] = got
+        return got
+
+    return score
 
 
 @dataclass(frozen=True)
@@ -281,12 +314,21 @@ class NrtZoneScore(NumaScore):
             return nrt_scores.MAX_NODE_SCORE
         if node.node_policy is not Policy.SINGLE_NUMA_NODE:
             return 0
-        fn = nrt_scores.ZONE_STRATEGIES[self.strategy]
+        # the score reads the zones, the scope and the pod's requests only: kept with the zones
+        held = zones_of(node)
+        key = ("nrt_zone_score", self.strategy, self.weights, node.node_scope, nrt_pod_requests(pod).key)
+        got = held.derived.get(key)
+        if got is not None:
+            return cast(int, got)
+        fn = _remembered_zone_score(self.strategy, self.weights)
         weights = dict(self.weights)
         zones = published_zones(node)
         if node.node_scope is Scope.POD:
-            return nrt_scores.pod_scope_score(effective_pod_requests(pod), zones, fn, weights)
-        return nrt_scores.container_scope_score(_container_requests(pod), zones, fn, weights)
+            score = nrt_scores.pod_scope_score(effective_pod_requests(pod), zones, fn, weights)
+        else:
+            score = nrt_scores.container_scope_score(_container_requests(pod), zones, fn, weights)
+        held.remember(key, score)
+        return score
 
 
 @dataclass(frozen=True)
@@ -326,21 +368,42 @@ class NrtLeastNumaNodes(NumaScore):
         least as many zones as on the full ones)."""
         if self.pod_bound(pod) is None:
             return None
+        # it reads the zones, the scope and the pod's requests only: kept with the zones
+        kept = zones_of(node)
+        key = ("nrt_least_bound", node.node_scope, nrt_pod_requests(pod).key)
+        got = kept.derived.get(key)
+        if got is not None:
+            return cast(int, got)
         zones = published_zones(node)
+        descending = kept.derived.get("nrt_descending")
+        if descending is None:
+            descending = nrt_scores.descending_amounts(zones)
+            kept.remember("nrt_descending", descending)
+        largest = cast("dict[str, tuple[int, ...]]", descending)
         if node.node_scope is Scope.POD:
-            fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod))
+            fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod), largest)
         else:
-            fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req) for req in _container_requests(pod))
-        return nrt_scores.normalize_score(max(1, fewest), True)
+            fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req, largest) for req in _container_requests(pod))
+        bound = nrt_scores.normalize_score(max(1, fewest), True)
+        kept.remember(key, bound)
+        return bound
 
     def score_on(self, node: Node, pod: Pod, count: int, max_numa: int) -> int:
         if pod.qos is not QOSClass.GUARANTEED:
             return nrt_scores.MAX_NODE_SCORE
+        # it reads the zones (amounts and costs), the scope and the pod's requests only
+        kept = zones_of(node)
+        key = ("nrt_least_score", node.node_scope, nrt_pod_requests(pod).key)
+        got = kept.derived.get(key)
+        if got is not None:
+            return cast(int, got)
         zones = published_zones(node)
         if node.node_scope is Scope.POD:
-            return nrt_scores.least_numa_pod_scope_score(pod.qos, effective_pod_requests(pod), zones)
-        return nrt_scores.least_numa_container_scope_score(pod.qos, _container_requests(pod), zones)
-
+            score = nrt_scores.least_numa_pod_scope_score(pod.qos, effective_pod_requests(pod), zones)
+        else:
+            score = nrt_scores.least_numa_container_scope_score(pod.qos, _container_requests(pod), zones)
+        kept.remember(key, score)
+        return score
 
 __all__ = [
     "AbsoluteNumaScore",

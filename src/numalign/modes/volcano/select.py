@@ -187,6 +187,11 @@ class VolcanoSelect:
             view = self._views[cluster] = _new_view(cluster, self.memo.generation)
         return view
 
+    def prepare(self, cluster: Cluster) -> None:
+        """Every node's keys and free amounts, taken when a scheduler is built (the first pod's
+        cycle would otherwise take them all); later cycles take only the nodes that changed."""
+        self._refresh(cluster, self._view(cluster))
+
     def _refresh(self, cluster: Cluster, view: _View) -> None:
         """Take the keys and free amounts of the nodes that changed since they were last
         looked at."""
