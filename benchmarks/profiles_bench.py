@@ -12,9 +12,12 @@ most 1.5x numalign's time per pod on every benchmark shape and on the Alibaba re
   ``scheduler_cpu_s`` (the scheduler thread's CPU time over all its cycles, retries of pending
   pods included) per arrived pod. Skipped, saying so, when the trace is not in ``../shared``.
 
-Each (cell, profile) runs in a fresh process (``python -m benchmarks.profiles_bench --cell NAME
---profile P``): :data:`RUNS` runs on a new cluster each; the ratio is the profile's time per pod
-over numalign's, min over min and median over median of the same ``make bench``. Profiles
+Every run is a fresh process (``python -m benchmarks.profiles_bench --cell NAME --profile P``)
+on a new cluster: the profiles keep answers in module-level memos keyed by content (node
+states, zone amounts, pod shapes), so a second run in the same process would start warm. The
+:data:`RUNS` runs go round by round over the profiles, so that a change of load on a shared
+machine hits them alike; the ratio is the profile's time per pod over numalign's, min over min
+and median over median of the same ``make bench``. Profiles
 decide differently (each its own rules), so they do not place the same pods; the counts are
 printed next to the times.
 
@@ -61,12 +64,8 @@ def _scheduler_cell(cell: Cell, profile: str) -> dict[str, Any]:
 
     nodes = load_cluster(template(5000, cell.numa), "bench")
     pods = [a.pod for a in parse_workload_spec(f"synthetic:count={PODS},seed=7", None, cluster=nodes)]
-    cpus = []
-    placed = 0
-    for _ in range(RUNS):
-        _, placed, _, _, cpu = scheduler_run(profile, nodes, pods)
-        cpus.append(cpu)
-    return {"pods": len(pods), "cpu": cpus, "scheduled": placed}
+    _, placed, _, _, cpu = scheduler_run(profile, nodes, pods)
+    return {"pods": len(pods), "cpu": cpu, "scheduled": placed}
 
 
 def _replay_cell(profile: str) -> dict[str, Any]:
@@ -76,16 +75,13 @@ def _replay_cell(profile: str) -> dict[str, Any]:
 
     nodes = builtin_cluster("alibaba2025")
     workload = parse_workload_spec(f"alibaba2025?limit={REPLAY_PODS}", str(SHARED), cluster=nodes)
-    cpus = []
-    summary: dict[str, Any] = {}
-    for _ in range(RUNS):
-        summary = simulate(nodes, workload, [profile]).recorder.summary()["profiles"][profile]
-        cpus.append(float(summary["scheduler_cpu_s"]))
-    return {"pods": int(summary["arrived"]), "cpu": cpus, "scheduled": int(summary["scheduled"])}
+    summary = simulate(nodes, workload, [profile]).recorder.summary()["profiles"][profile]
+    return {"pods": int(summary["arrived"]), "cpu": float(summary["scheduler_cpu_s"]),
+            "scheduled": int(summary["scheduled"])}
 
 
 def measure(cell: Cell, profile: str) -> dict[str, Any]:
-    """The child's job: :data:`RUNS` runs of ``profile`` on ``cell`` in this process."""
+    """The child's job: one run of ``profile`` on ``cell``, in a fresh process (cold memos)."""
     return _replay_cell(profile) if cell.numa == 0 else _scheduler_cell(cell, profile)
 
 
@@ -96,7 +92,7 @@ def _child(cell: Cell, profile: str) -> dict[str, Any]:
 def main(names: list[str] | None = None, profiles: tuple[str, ...] = PROFILES) -> None:
     cells = [c for c in CELLS if not names or c.name in names]
     profiles = (REFERENCE, *(p for p in profiles if p != REFERENCE))
-    print(f"profiles: CPU ms per pod (min / median of {RUNS} runs, one process per cell and profile) "
+    print(f"profiles: CPU ms per pod (min / median of {RUNS} runs, one process per run, round by round) "
           f"and the ratio to {REFERENCE}'s in the same run (min/min, median/median); target <= {TARGET}x")
     print(f"  {'cell':<12} {'profile':<23} {'pods':>5} {'placed':>6} {'ms/pod min':>10} {'median':>8} "
           f"{'ratio min':>9} {'median':>7}")
@@ -104,11 +100,15 @@ def main(names: list[str] | None = None, profiles: tuple[str, ...] = PROFILES) -
         if cell.numa == 0 and not TRACE.is_dir():
             print(f"  {cell.name:<12} skipped: the Alibaba 2025 trace is not in {TRACE}")
             continue
+        runs: dict[str, list[dict[str, Any]]] = {p: [] for p in profiles}
+        t0 = time.perf_counter()
+        for _ in range(RUNS):
+            for profile in profiles:
+                runs[profile].append(_child(cell, profile))
         ref: tuple[float, float] | None = None
         for profile in profiles:
-            t0 = time.perf_counter()
-            r = _child(cell, profile)
-            best, med = best_median(r["cpu"])
+            r = {"pods": runs[profile][0]["pods"], "scheduled": runs[profile][-1]["scheduled"]}
+            best, med = best_median([run["cpu"] for run in runs[profile]])
             per = (best / r["pods"] * 1e3, med / r["pods"] * 1e3)
             if profile == REFERENCE:
                 ref = per
@@ -116,8 +116,8 @@ def main(names: list[str] | None = None, profiles: tuple[str, ...] = PROFILES) -
             ratio = (per[0] / ref[0], per[1] / ref[1])
             flag = "" if profile == REFERENCE or ratio[1] <= TARGET else "  over target"
             print(f"  {cell.name:<12} {profile:<23} {r['pods']:>5} {r['scheduled']:>6} {per[0]:>10.3f} "
-                  f"{per[1]:>8.3f} {ratio[0]:>8.2f}x {ratio[1]:>6.2f}x{flag}   "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                  f"{per[1]:>8.3f} {ratio[0]:>8.2f}x {ratio[1]:>6.2f}x{flag}", flush=True)
+        print(f"  ({cell.name}: {time.perf_counter() - t0:.0f} s for {RUNS} rounds)", flush=True)
 
 
 def _cli(argv: list[str]) -> None:
