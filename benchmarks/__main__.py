@@ -20,6 +20,12 @@ MODULES = ["startup_bench", "merge_bench", "admission_bench", "devices_bench", "
 
 def main(argv: list[str]) -> int:
     names = argv or MODULES
+    unknown = [n for n in names if n not in MODULES]
+    if unknown:  # before anything runs (a cell name here is not a module)
+        print(f"benchmarks: unknown benchmark(s) {unknown}; names: {', '.join(MODULES)}; a "
+              f"benchmark's own arguments (cells, profiles) go to `python -m benchmarks.NAME ARGS`",
+              file=sys.stderr)
+        return 2
     print(machine_description())
     print()
     for name in names:
