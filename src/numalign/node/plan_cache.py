@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from numalign.machine.model import Machine
+from numalign.memo import remember
 from numalign.modes.registry import Mode
 from numalign.node.state import NodeState, PodRecord
 from numalign.pods import Pod
@@ -63,10 +64,7 @@ STATE_KEYS_SIZE = 1 << 15
 
 
 def _remember(state: NodeState, key: _Key) -> _Key:
-    if len(_STATE_KEYS) >= STATE_KEYS_SIZE:
-        _STATE_KEYS.clear()
-    _STATE_KEYS[id(state)] = (weakref.ref(state), key)
-    return key
+    return remember(_STATE_KEYS, id(state), (weakref.ref(state), key), STATE_KEYS_SIZE)[1]
 
 
 def _decision_key(state: NodeState) -> _Key:

@@ -33,6 +33,7 @@ from numalign.engine.policies import Scope
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name, is_memory_resource
 from numalign.machine.model import Machine
+from numalign.memo import remember
 from numalign.node.holdings import ContainerUsage as ContainerUsage
 from numalign.node.holdings import PodUsage as PodUsage
 from numalign.node.holdings import container_usage as container_usage
@@ -119,10 +120,7 @@ def _state_entry(node: NodeView) -> _StateZones:
     memory = tuple((n, r, t.allocatable, t.free) for n, ns in st.memory.machine_state.items()
                    for r, t in ns.memory_map.items())  # what MemoryState.amounts answers from
     key = (id(m), reserved, st.cpu.assigned_cpus(), memory, st.devices.taken())
-    if len(_ZONES_KEYS) >= AMOUNTS_SIZE:
-        _ZONES_KEYS.clear()
-    entry = _ZONES_KEYS[id(st)] = _StateZones(st, m, reserved, key)
-    return entry
+    return remember(_ZONES_KEYS, id(st), _StateZones(st, m, reserved, key), AMOUNTS_SIZE)
 
 
 class Zones:
@@ -142,9 +140,7 @@ class Zones:
     def remember(self, key: Hashable, value: object) -> None:
         """Keep ``value`` in :attr:`derived` (all of it is dropped beyond
         :data:`DERIVED_SIZE` entries: it is recomputed when asked again)."""
-        if len(self.derived) >= DERIVED_SIZE:
-            self.derived.clear()
-        self.derived[key] = value
+        remember(self.derived, key, value, DERIVED_SIZE)
 
 
 #: :class:`Zones` by :func:`zones_key` (with the machine, so that a reused id never matches);
@@ -166,9 +162,7 @@ def zones_of(node: NodeView) -> Zones:
     if hit is None or hit.machine is not node.machine:
         out = _numa_amounts(node.machine, node.state, node.reserved_cpus)
         available = tuple((i, tuple(sorted(z.available.items()))) for i, z in sorted(out.items()))
-        if len(_AMOUNTS) >= AMOUNTS_SIZE:
-            _AMOUNTS.clear()
-        hit = _AMOUNTS[entry.key] = Zones(node.machine, out, available)
+        hit = remember(_AMOUNTS, entry.key, Zones(node.machine, out, available), AMOUNTS_SIZE)
     entry.zones = hit
     return hit
 

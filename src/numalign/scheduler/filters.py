@@ -20,6 +20,7 @@ from typing import cast
 from numalign.engine.merge_budget import MergeTooLarge
 from numalign.engine.policies import Policy, Scope
 from numalign.inputs.quantity import CPU, is_memory_resource
+from numalign.memo import remember
 from numalign.node.admission import Node, PodResult
 from numalign.node.state import NodeState
 from numalign.node.usage import available_key, pod_numa_nodes, zones_of
@@ -53,10 +54,7 @@ def _numa_count(node: Node, pod: Pod, result: PodResult, planned: NodeState) -> 
     if hit is not None and hit[0] is containers:
         return hit[1]
     count = len(pod_numa_nodes(node.machine, planned, pod.uid))
-    if len(_NUMA_COUNTS) >= _NUMA_COUNTS_SIZE:
-        _NUMA_COUNTS.clear()
-    _NUMA_COUNTS[id(containers)] = (containers, count)
-    return count
+    return remember(_NUMA_COUNTS, id(containers), (containers, count), _NUMA_COUNTS_SIZE)[1]
 
 
 def _numa_count_plain(node: Node, pod: Pod, result: PodResult, planned: NodeState) -> int:

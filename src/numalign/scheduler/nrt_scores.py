@@ -41,6 +41,7 @@ import numpy.typing as npt
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, is_hugepages_resource
 from numalign.inputs.quantity import MEMORY as _MEMORY
+from numalign.memo import remember
 from numalign.pods import QOSClass
 
 #: framework.MaxNodeScore
@@ -275,10 +276,7 @@ def numa_nodes_required(qos: QOSClass, zones: Sequence[NumaZone], resources: Amo
                       for z in zones), tuple(sorted(resources.items())))
     hit = _REQUIRED.get(key)
     if hit is None:
-        hit = _numa_nodes_required(qos, zones, resources)
-        if len(_REQUIRED) >= REQUIRED_SIZE:
-            _REQUIRED.clear()
-        _REQUIRED[key] = hit
+        hit = remember(_REQUIRED, key, _numa_nodes_required(qos, zones, resources), REQUIRED_SIZE)
     return hit
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from numalign.engine.policies import Policy, Scope
+from numalign.memo import remember
 from numalign.node.usage import numa_amounts, zones_of
 from numalign.pods import QOSClass, effective_pod_requests
 from numalign.scheduler import nrt_scores
@@ -239,9 +240,7 @@ def published_zones(node: Node) -> Sequence[NumaZone]:
         zones = hit[1]
     else:
         zones = tuple(nrt_zones(node))
-        if len(_PUBLISHED) >= PUBLISHED_SIZE:
-            _PUBLISHED.clear()
-        _PUBLISHED[key] = (node.machine, zones)
+        remember(_PUBLISHED, key, (node.machine, zones), PUBLISHED_SIZE)
     held.remember("nrt_zones", zones)
     return zones
 
@@ -266,10 +265,7 @@ def _remembered_zone_score(strategy: str, weights: tuple[tuple[str, int], ...]) 
         key = (strategy, weights, tuple(requested.items()), tuple(zone.items()))
         got = _ZONE_SCORES.get(key)
         if got is None:
-            got = fn(requested, zone, w)
-            if len(_ZONE_SCORES) >= ZONE_SCORES_SIZE:
-                _ZONE_SCORES.clear()
-            _ZONE_SCORES[key] = got
+            got = remember(_ZONE_SCORES, key, fn(requested, zone, w), ZONE_SCORES_SIZE)
         return got
 
     return score
