@@ -324,11 +324,7 @@ class Scheduler:
             if best is not None and (-key < best_total or (-key == best_total and j > best_at)):
                 break  # nothing left can beat the best total
             s, i, number = float(head_scores[j]), int(head_idx[j]), int(head_numbers[j])
-            known = local.get(number)
-            if known is None:
-                known = table.answers.get(number)
-                if known is not None:
-                    local[number] = known
+            known = self._known_answer(table, local, number)
             if known is not None and not known.result.passed:
                 continue  # a refusal already known: nothing to bound
             # a known score is the group's exact score, never above its bound: no need to ask it
@@ -362,23 +358,30 @@ class Scheduler:
                       pod: Pod) -> tuple[Answer, int]:
         """Group ``number``'s filter answer for ``pod`` (node ``i`` asked when no pod of the
         shape has asked the group yet), and whether the filter ran."""
-        answer = local.get(number)
+        answer = self._known_answer(table, local, number)
         if answer is not None:
             return answer, 0
         groups = self._groups
         assert groups is not None and self.profile.filter is not None
         c = self.cluster
-        ran = 0
-        answer = table.answers.get(number)
-        if answer is None:
-            res = self.profile.filter(c.nodes[i].node, pod)
-            ran = 1
-            if res.planned is not None:
-                self._planned[i] = (int(c.version[i]), pod.uid, res)
-            answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
-            groups.remember(table, number, answer, pod)
+        res = self.profile.filter(c.nodes[i].node, pod)
+        if res.planned is not None:
+            self._planned[i] = (int(c.version[i]), pod.uid, res)
+        answer = Answer(FilterResult(res.passed, res.numa_count, res.reason))
+        groups.remember(table, number, answer, pod)
         local[number] = answer
-        return answer, ran
+        return answer, 1
+
+    @staticmethod
+    def _known_answer(table: ShapeTable, local: dict[int, Answer], number: int) -> Answer | None:
+        """Group ``number``'s answer if this pod or another of its shape has it (taken into
+        ``local``), else ``None``: the filter does not run."""
+        answer = local.get(number)
+        if answer is None:
+            answer = table.answers.get(number)
+            if answer is not None:
+                local[number] = answer
+        return answer
 
     def _group_score(self, answer: Answer, i: int, pod: Pod, shape: Any) -> int:
         """The NUMA score of a group that passed (node ``i`` stands for it), asked once."""
