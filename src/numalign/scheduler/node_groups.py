@@ -41,6 +41,10 @@ from numalign.scheduler.scorers import NumaScore
 KEYS_SIZE = 1 << 16
 #: answers remembered (per key number, pod shape and container names); dropped beyond it
 ANSWERS_SIZE = 1 << 17
+#: array cells (one per key number and table: :attr:`ShapeTable.status`, ``score`` and ``own``,
+#: 17 bytes)
+#: held over all tables; all tables are dropped beyond it
+ARRAY_CELLS = 1 << 23
 
 NodeKey = Callable[[Node], Hashable]
 #: (pod shape, container names): what a group's answers are kept under, with its key number
@@ -76,14 +80,79 @@ def group_heads(
     return scores[heads], idx[heads], ordered[first], int(ordered[-1])
 
 
+#: :attr:`ShapeTable.status` values
+UNKNOWN, PASSED, REFUSED = 0, 1, 2
+
+
+def _empty_status() -> np.ndarray[Any, Any]:
+    return np.zeros(0, dtype=np.int8)
+
+
+def _empty_score() -> np.ndarray[Any, Any]:
+    return np.zeros(0, dtype=np.float64)
+
+
 @dataclass
 class ShapeTable:
     """The groups' answers to one pod shape (and container names), by key number: a walk looks
-    its pod's table up once, then each group by its number."""
+    its pod's table up once, then each group by its number.
+
+    :attr:`answers` and :attr:`bounds` are also held as arrays indexed by key number
+    (:meth:`lookup`), so that a walk reads what is known of all its groups in one step:
+    :attr:`status` (:data:`UNKNOWN`, :data:`PASSED`, :data:`REFUSED`), :attr:`score` (the NUMA
+    score of a group that passed, NaN until asked) and :attr:`own` (the group's NUMA score
+    bound, NaN until asked, +inf for none). They change only through :meth:`keep`,
+    :meth:`keep_score`, :meth:`keep_bound` and :meth:`clear`."""
 
     answers: dict[int, Answer] = field(default_factory=dict)
     #: the NUMA score's node bound per key number
     bounds: dict[int, int | None] = field(default_factory=dict)
+    status: np.ndarray[Any, Any] = field(default_factory=_empty_status)
+    score: np.ndarray[Any, Any] = field(default_factory=_empty_score)
+    own: np.ndarray[Any, Any] = field(default_factory=_empty_score)
+
+    def cover(self, top: int) -> int:
+        """Grow the arrays to hold key number ``top``; returns the cells added."""
+        have = self.status.size
+        if top < have:
+            return 0
+        size = max(top + 1, 2 * have, 64)
+        status = np.zeros(size, dtype=np.int8)
+        status[:have] = self.status
+        score = np.full(size, np.nan)
+        score[:have] = self.score
+        own = np.full(size, np.nan)
+        own[:have] = self.own
+        self.status, self.score, self.own = status, score, own
+        return size - have
+
+    def keep(self, number: int, answer: Answer) -> int:
+        """Remember ``answer`` of group ``number``; returns the array cells added."""
+        self.answers[number] = answer
+        added = self.cover(number)
+        self.status[number] = PASSED if answer.result.passed else REFUSED
+        self.score[number] = np.nan if answer.score is None else float(answer.score)
+        return added
+
+    def keep_score(self, number: int, answer: Answer) -> None:
+        """``answer.score`` was just set: into :attr:`score` if ``answer`` is the table's."""
+        if answer.score is not None and self.answers.get(number) is answer:
+            self.score[number] = float(answer.score)
+
+    def keep_bound(self, number: int, bound: int | None) -> int:
+        """Remember group ``number``'s NUMA score bound; returns the array cells added."""
+        self.bounds[number] = bound
+        added = self.cover(number)
+        self.own[number] = np.inf if bound is None else float(bound)
+        return added
+
+
+    def clear(self) -> None:
+        self.answers.clear()
+        self.bounds.clear()
+        self.status = _empty_status()
+        self.score = _empty_score()
+        self.own = _empty_score()
 
 
 class NodeGroups:
@@ -105,6 +174,7 @@ class NodeGroups:
         self.tables: dict[ShapeKey, ShapeTable] = {}
         self._answers = 0  # answers held in all tables
         self._bounds = 0  # bounds held in all tables
+        self._cells = 0  # array cells of all tables (ShapeTable.status and score)
 
     def refresh(self, idx: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The key numbers of nodes ``idx`` now (computing those of nodes changed since)."""
@@ -154,10 +224,9 @@ class NodeGroups:
 
     def _drop_tables(self) -> None:
         for t in self.tables.values():  # a walk may hold one: it forgets too
-            t.answers.clear()
-            t.bounds.clear()
+            t.clear()
         self.tables.clear()
-        self._answers = self._bounds = 0
+        self._answers = self._bounds = self._cells = 0
 
     def remember(self, table: ShapeTable, number: int, answer: Answer, pod: Pod) -> None:
         """Keep ``answer`` of group ``number`` for other pods of the shape, unless it names
@@ -165,10 +234,22 @@ class NodeGroups:
         reason = answer.result.reason
         if reason and any(s and s in reason for s in (pod.uid, pod.name, pod.key)):
             return
-        if self._answers >= ANSWERS_SIZE:
+        if self._answers >= ANSWERS_SIZE or self._cells >= ARRAY_CELLS:
             self._drop_tables()
-        table.answers[number] = answer
+        self._cells += table.keep(number, answer)
         self._answers += 1
+
+    def lookup(self, table: ShapeTable, numbers: np.ndarray[Any, Any]) -> tuple[
+            np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """Per key number in ``numbers``: the table's :attr:`~ShapeTable.status`,
+        :attr:`~ShapeTable.score` and :attr:`~ShapeTable.own` (the arrays grown to reach them:
+        a number not reached yet is unknown)."""
+        top = int(numbers.max()) if numbers.size else -1
+        if top >= table.status.size:
+            if self._cells >= ARRAY_CELLS:
+                self._drop_tables()
+            self._cells += table.cover(top)
+        return table.status[numbers], table.score[numbers], table.own[numbers]
 
     def bound(self, table: ShapeTable, number: int, score: NumaScore, node: Node, pod: Pod) -> int | None:
         """``score``'s node bound (:meth:`~numalign.scheduler.scorers.NumaScore.node_bound`)
@@ -176,11 +257,12 @@ class NodeGroups:
         bounds = table.bounds
         if number in bounds:
             return bounds[number]
-        if self._bounds >= ANSWERS_SIZE:
+        if self._bounds >= ANSWERS_SIZE or self._cells >= ARRAY_CELLS:
             self._drop_tables()
-        out = bounds[number] = score.node_bound(node, pod)
+        out = score.node_bound(node, pod)
+        self._cells += table.keep_bound(number, out)
         self._bounds += 1
         return out
 
 
-__all__ = ["ANSWERS_SIZE", "KEYS_SIZE", "Answer", "NodeGroups", "NodeKey", "ShapeKey", "ShapeTable", "group_heads"]
+__all__ = ["ANSWERS_SIZE", "ARRAY_CELLS", "KEYS_SIZE", "PASSED", "REFUSED", "UNKNOWN", "Answer", "NodeGroups", "NodeKey", "ShapeKey", "ShapeTable", "group_heads"]
