@@ -189,13 +189,14 @@ class Cluster:
         return vec
 
     def fits(self, vec: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """kube-scheduler NodeResourcesFit over every node at once."""
-        free = self.free
-        need = vec > 0
-        if not need.any():
-            return np.ones(len(self.nodes), dtype=np.bool_)
-        ok: npt.NDArray[np.bool_] = np.all(free[:, need] >= vec[need], axis=1)
-        return ok
+        """kube-scheduler NodeResourcesFit over every node at once (column by column, on the
+        free amounts kept per column: no copy of the requested columns)."""
+        ok: npt.NDArray[np.bool_] | None = None
+        by_col = self._free_by_col
+        for col in np.flatnonzero(vec > 0).tolist():
+            here = by_col[col] >= vec[col]
+            ok = here if ok is None else np.logical_and(ok, here, out=ok)
+        return np.ones(len(self.nodes), dtype=np.bool_) if ok is None else ok
 
     def any_fits(self, vec: npt.NDArray[np.int64]) -> bool:
         """``fits(vec).any()``: whether some node has ``vec`` free. The answer is kept per

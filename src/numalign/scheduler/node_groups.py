@@ -35,16 +35,16 @@ from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult
+from numalign.scheduler.group_arrays import group_heads
 from numalign.scheduler.scorers import NumaScore
 
 #: distinct node keys (and their answers) remembered; all are dropped beyond it
-KEYS_SIZE = 1 << 16
+KEYS_SIZE = 1 << 16  # at most 2^16: group_arrays sorts key numbers as uint16
 #: answers remembered (per key number, pod shape and container names); dropped beyond it
 ANSWERS_SIZE = 1 << 17
-#: array cells (one per key number and table: :attr:`ShapeTable.status`, ``score`` and ``own``,
-#: 17 bytes)
-#: held over all tables; all tables are dropped beyond it
-ARRAY_CELLS = 1 << 23
+#: cells of the tables' refusal arrays (:attr:`ShapeTable.refusals`, one byte per key number
+#: and table) held over all tables; all tables are dropped beyond it
+ARRAY_CELLS = 1 << 25
 
 NodeKey = Callable[[Node], Hashable]
 #: (pod shape, container names): what a group's answers are kept under, with its key number
@@ -60,99 +60,39 @@ class Answer:
     score: int | None = None
 
 
-def group_heads(
-    idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], numbers: np.ndarray[Any, Any]
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], int]:
-    """The first candidate of each group in walk order (node score descending, then node index
-    ascending) - its highest score, and the lowest node index among that score's candidates -
-    listed in walk order: their scores, node indices and key numbers; and the key number of the
-    walk's last candidate (lowest score, then highest node index).
-
-    Every candidate sorted in walk order once (``lexsort``, NaN scores last), then each key
-    number's first occurrence (``np.unique``'s first indices), kept in walk order. (An
-    O(candidates + largest key number) variant with ``ufunc.at`` took 4 to 6 times as long on
-    the benchmark's walks: 200 us for 500 candidates, 1.1 ms for 4,500, NumPy 2.4.)"""
-    order = np.lexsort((idx, -scores))
-    ordered = numbers[order]
-    _, first = np.unique(ordered, return_index=True)
-    first.sort()
-    heads = order[first]
-    return scores[heads], idx[heads], ordered[first], int(ordered[-1])
-
-
-#: :attr:`ShapeTable.status` values
-UNKNOWN, PASSED, REFUSED = 0, 1, 2
-
-
-def _empty_status() -> np.ndarray[Any, Any]:
-    return np.zeros(0, dtype=np.int8)
-
-
-def _empty_score() -> np.ndarray[Any, Any]:
-    return np.zeros(0, dtype=np.float64)
-
-
 @dataclass
 class ShapeTable:
     """The groups' answers to one pod shape (and container names), by key number: a walk looks
-    its pod's table up once, then each group by its number.
-
-    :attr:`answers` and :attr:`bounds` are also held as arrays indexed by key number
-    (:meth:`lookup`), so that a walk reads what is known of all its groups in one step:
-    :attr:`status` (:data:`UNKNOWN`, :data:`PASSED`, :data:`REFUSED`), :attr:`score` (the NUMA
-    score of a group that passed, NaN until asked) and :attr:`own` (the group's NUMA score
-    bound, NaN until asked, +inf for none). They change only through :meth:`keep`,
-    :meth:`keep_score`, :meth:`keep_bound` and :meth:`clear`."""
+    its pod's table up once, then each group by its number."""
 
     answers: dict[int, Answer] = field(default_factory=dict)
     #: the NUMA score's node bound per key number
     bounds: dict[int, int | None] = field(default_factory=dict)
-    status: np.ndarray[Any, Any] = field(default_factory=_empty_status)
-    score: np.ndarray[Any, Any] = field(default_factory=_empty_score)
-    own: np.ndarray[Any, Any] = field(default_factory=_empty_score)
+    #: per key number: whether :attr:`answers` holds a refusal (an array, so that a walk over
+    #: many candidates drops those of such groups in one step: :meth:`NodeGroups.refused`)
+    refusals: np.ndarray[Any, Any] = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
 
     def cover(self, top: int) -> int:
-        """Grow the arrays to hold key number ``top``; returns the cells added."""
-        have = self.status.size
+        """Grow :attr:`refusals` to hold key number ``top``; returns the cells added."""
+        have = self.refusals.size
         if top < have:
             return 0
-        size = max(top + 1, 2 * have, 64)
-        status = np.zeros(size, dtype=np.int8)
-        status[:have] = self.status
-        score = np.full(size, np.nan)
-        score[:have] = self.score
-        own = np.full(size, np.nan)
-        own[:have] = self.own
-        self.status, self.score, self.own = status, score, own
-        return size - have
+        grown = np.zeros(max(top + 1, 2 * have, 64), dtype=np.bool_)
+        grown[:have] = self.refusals
+        self.refusals = grown
+        return grown.size - have
 
     def keep(self, number: int, answer: Answer) -> int:
         """Remember ``answer`` of group ``number``; returns the array cells added."""
         self.answers[number] = answer
         added = self.cover(number)
-        self.status[number] = PASSED if answer.result.passed else REFUSED
-        self.score[number] = np.nan if answer.score is None else float(answer.score)
+        self.refusals[number] = not answer.result.passed
         return added
-
-    def keep_score(self, number: int, answer: Answer) -> None:
-        """``answer.score`` was just set: into :attr:`score` if ``answer`` is the table's."""
-        if answer.score is not None and self.answers.get(number) is answer:
-            self.score[number] = float(answer.score)
-
-    def keep_bound(self, number: int, bound: int | None) -> int:
-        """Remember group ``number``'s NUMA score bound; returns the array cells added."""
-        self.bounds[number] = bound
-        added = self.cover(number)
-        self.own[number] = np.inf if bound is None else float(bound)
-        return added
-
 
     def clear(self) -> None:
         self.answers.clear()
         self.bounds.clear()
-        self.status = _empty_status()
-        self.score = _empty_score()
-        self.own = _empty_score()
+        self.refusals = np.zeros(0, dtype=np.bool_)
 
 
 class NodeGroups:
@@ -174,7 +114,7 @@ class NodeGroups:
         self.tables: dict[ShapeKey, ShapeTable] = {}
         self._answers = 0  # answers held in all tables
         self._bounds = 0  # bounds held in all tables
-        self._cells = 0  # array cells of all tables (ShapeTable.status and score)
+        self._cells = 0  # cells of all tables' refusal arrays
 
     def refresh(self, idx: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The key numbers of nodes ``idx`` now (computing those of nodes changed since)."""
@@ -239,17 +179,15 @@ class NodeGroups:
         self._cells += table.keep(number, answer)
         self._answers += 1
 
-    def lookup(self, table: ShapeTable, numbers: np.ndarray[Any, Any]) -> tuple[
-            np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        """Per key number in ``numbers``: the table's :attr:`~ShapeTable.status`,
-        :attr:`~ShapeTable.score` and :attr:`~ShapeTable.own` (the arrays grown to reach them:
-        a number not reached yet is unknown)."""
+    def refused(self, table: ShapeTable, numbers: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Per key number in ``numbers``: whether the table holds a refusal for it."""
         top = int(numbers.max()) if numbers.size else -1
-        if top >= table.status.size:
+        if top >= table.refusals.size:
             if self._cells >= ARRAY_CELLS:
                 self._drop_tables()
             self._cells += table.cover(top)
-        return table.status[numbers], table.score[numbers], table.own[numbers]
+        out: np.ndarray[Any, Any] = table.refusals[numbers]
+        return out
 
     def bound(self, table: ShapeTable, number: int, score: NumaScore, node: Node, pod: Pod) -> int | None:
         """``score``'s node bound (:meth:`~numalign.scheduler.scorers.NumaScore.node_bound`)
@@ -257,12 +195,11 @@ class NodeGroups:
         bounds = table.bounds
         if number in bounds:
             return bounds[number]
-        if self._bounds >= ANSWERS_SIZE or self._cells >= ARRAY_CELLS:
+        if self._bounds >= ANSWERS_SIZE:
             self._drop_tables()
-        out = score.node_bound(node, pod)
-        self._cells += table.keep_bound(number, out)
+        out = bounds[number] = score.node_bound(node, pod)
         self._bounds += 1
         return out
 
 
-__all__ = ["ANSWERS_SIZE", "ARRAY_CELLS", "KEYS_SIZE", "PASSED", "REFUSED", "UNKNOWN", "Answer", "NodeGroups", "NodeKey", "ShapeKey", "ShapeTable", "group_heads"]
+__all__ = ["ANSWERS_SIZE", "ARRAY_CELLS", "KEYS_SIZE", "Answer", "NodeGroups", "NodeKey", "ShapeKey", "ShapeTable", "group_heads"]

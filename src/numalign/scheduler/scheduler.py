@@ -48,8 +48,8 @@ from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
-from numalign.scheduler.known_groups import best_known, still_open, walk_last, without_refused
-from numalign.scheduler.node_groups import Answer, NodeGroups, ShapeTable, group_heads
+from numalign.scheduler.group_arrays import DROP_FROM, group_heads, walk_last, without_refused
+from numalign.scheduler.node_groups import Answer, NodeGroups, ShapeTable
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
 
@@ -297,19 +297,17 @@ class Scheduler:
         w = self.profile.numa_weight
         table = groups.table(shape, tuple(ct.name for ct in pod.containers))
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
-        # what other pods of the shape answered, in array steps (scheduler/known_groups.py):
-        # groups known to refuse dropped, the best known total found at once
-        last = -1
-        kept = without_refused(idx, scores, numbers, groups.lookup(table, numbers)[0])
-        if kept is not None:
+        last = -1  # the walk's last candidate's group (its answer is the reason if none passes)
+        kept = without_refused(idx, scores, numbers, groups.refused(table, numbers)) if idx.size >= DROP_FROM else None
+        if kept is not None:  # groups known to refuse dropped first (scheduler/group_arrays.py)
             last = walk_last(idx, scores, numbers)
             idx, scores, numbers = kept
-        if not idx.size:
-            return self._no_group_passed(table, local, last, pod, 0)
+            if not idx.size:  # every group known to refuse: the last one's answer is the reason
+                known = self._known_answer(table, local, last)
+                assert known is not None
+                return None, known.result.reason, 0
         head_scores, head_idx, head_numbers, head_last = group_heads(idx, scores, numbers)
         last = head_last if last < 0 else last
-        status, known_score, own_bound = groups.lookup(table, head_numbers)
-        best_at, best_total, ask = best_known(head_scores, status, known_score, w, numa is not None)
         # per group: the weighted NUMA score bound of its first candidate (the group's answers
         # are that node's)
         if numa is not None:
@@ -317,27 +315,24 @@ class Scheduler:
             own = numa.pod_bound(pod)
             if own is not None:
                 np.minimum(head_bound, float(w * own), out=head_bound)
-            # the groups' own bounds read before (by any pod of the shape) count from the start
-            ask &= ~(own_bound < 0)  # the filter refuses there (asked below if its reason is needed)
-            refined = ~np.isnan(own_bound)
-            np.minimum(head_bound, np.where(refined, w * own_bound, np.inf), out=head_bound)
         else:
             head_bound = np.zeros(head_idx.size)
-            refined = np.zeros(head_idx.size, dtype=np.bool_)
         checks = 0
+        best: Placement | None = None
+        best_total = 0.0
+        best_at = -1  # the best group's position in walk order
         # groups by the most they can total (node score plus NUMA score bound), then walk order;
         # a group's own bound (:meth:`NodeGroups.bound`) replaces the common one when it comes up
         # first, so only groups that can still win have it read. A group is asked once nothing
         # left can total more than its bound, and the walk ends when nothing left can beat the
         # best total (or equal it earlier in walk order): the first group of highest total.
         refine = numa is not None
-        bounds = head_scores + head_bound
-        open_at = still_open(bounds, ask, best_total, best_at)
-        heap = list(zip((-bounds[open_at]).tolist(), open_at.tolist(), refined[open_at].tolist(), strict=True))
+        heap = [(-(s + top), j, False) for j, (s, top) in enumerate(zip(head_scores.tolist(), head_bound.tolist(),
+                                                                        strict=True))]
         heapq.heapify(heap)
         while heap:
             key, j, refined = heapq.heappop(heap)
-            if best_at >= 0 and (-key < best_total or (-key == best_total and j > best_at)):
+            if best is not None and (-key < best_total or (-key == best_total and j > best_at)):
                 break  # nothing left can beat the best total
             s, i, number = float(head_scores[j]), int(head_idx[j]), int(head_numbers[j])
             known = self._known_answer(table, local, number)
@@ -354,32 +349,21 @@ class Scheduler:
                     continue
             answer = self._group_answer(table, local, number, i, pod)
             checks += answer[1]
-            if not answer[0].result.passed:
+            res = answer[0].result
+            if not res.passed:
                 continue
             total = s
             if numa is not None:
                 total += w * self._group_score(answer[0], i, pod, shape)
-                table.keep_score(number, answer[0])
-            if best_at < 0 or total > best_total or (total == best_total and j < best_at):
+            if best is None or total > best_total or (total == best_total and j < best_at):
+                best = Placement(i, c.nodes[i].name, res.numa_count, total)
                 best_total, best_at = total, j
-        if best_at < 0:
-            return self._no_group_passed(table, local, last, pod, checks, head_numbers, head_idx)
-        i, number = int(head_idx[best_at]), int(head_numbers[best_at])
-        found = self._known_answer(table, local, number)
-        assert found is not None
-        return Placement(i, c.nodes[i].name, found.result.numa_count, best_total), None, checks
-
-    def _no_group_passed(self, table: ShapeTable, local: dict[int, Answer], last: int, pod: Pod, checks: int,
-                         head_numbers: np.ndarray[Any, Any] | None = None,
-                         head_idx: np.ndarray[Any, Any] | None = None) -> tuple[None, str, int]:
-        """No group passed: the node-by-node walk's last refusal is its reason, the answer of
-        the last candidate's group (``last``), asked if not known (a group known to refuse was
-        dropped before its first candidate was found: then it is known)."""
-        if self._known_answer(table, local, last) is None:
-            assert head_numbers is not None and head_idx is not None
-            j = int(np.flatnonzero(head_numbers == last)[0])
-            checks += self._group_answer(table, local, last, int(head_idx[j]), pod)[1]
-        return None, local[last].result.reason, checks
+        if best is None:
+            if self._known_answer(table, local, last) is None:  # the walk's last refusal: its group's
+                j = int(np.flatnonzero(head_numbers == last)[0])
+                checks += self._group_answer(table, local, last, int(head_idx[j]), pod)[1]
+            return None, local[last].result.reason, checks
+        return best, None, checks
 
     def _group_answer(self, table: ShapeTable, local: dict[int, Answer], number: int, i: int,
                       pod: Pod) -> tuple[Answer, int]:
