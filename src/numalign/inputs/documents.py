@@ -35,9 +35,8 @@ import re
 import sys
 from typing import IO, Any
 
-import yaml
-
 from numalign.errors import InputError
+from numalign.inputs.pyyaml import yaml
 
 #: the largest document (file or stdin) read, in bytes
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
