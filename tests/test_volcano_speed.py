@@ -155,6 +155,32 @@ def _reference_scheduler(cluster: Cluster, nodes_to_score: int | None) -> Schedu
     return Scheduler(cluster, slow, nodes_to_score)
 
 
+def test_an_answer_for_a_pod_the_node_holds_is_not_kept_for_other_pods() -> None:
+    """The node-by-node walk keeps filter answers per node version and pod shape; a node that
+    holds the pod answers for that pod alone (hypothesis found the reference walk giving the
+    next pod of the shape the held pod's NUMA count, 1 instead of 2)."""
+    def guaranteed(name: str) -> Container:
+        amounts = {"cpu": 1000, "memory": 1 << 20}
+        return Container(name=name, kind=ContainerKind.APP, requests=amounts, limits=dict(amounts))
+
+    burstable = Pod(namespace="t", name="x", uid="x", qos=QOSClass.BURSTABLE, containers=(
+        Container(name="c0", kind=ContainerKind.APP, requests={"cpu": 1000, "memory": 1 << 20}, limits={}),))
+    two = Pod(namespace="t", name="x", uid="x", qos=QOSClass.GUARANTEED, containers=(guaranteed("c0"), guaranteed("c1")),
+              annotations={VOLCANO_ANNOTATION: "best-effort"})
+    nodes = _template(1)
+    fast = Scheduler(Cluster(nodes), get_profile("volcano"))
+    slow = _reference_scheduler(Cluster(nodes), None)
+    counts = []
+    for k, p in enumerate([burstable, two, two]):
+        p = p.replace(name=f"p{k}", uid=f"p{k}")
+        a, b = fast.schedule(p), slow.schedule(p)
+        assert (a.placement, a.admitted) == (b.placement, b.admitted)
+        assert a.admitted and a.placement is not None
+        counts.append(a.placement.numa_count)
+        assert fast.select(p)[:2] == slow.select(p)[:2]  # asked again while its node holds it
+    assert counts == [0, 1, 2]
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 4), st.sampled_from([None, 1, 3]), st.lists(pods("x"), min_size=1, max_size=25), st.data())
 def test_fast_walk_places_like_the_schedulers_walk(

@@ -162,12 +162,15 @@ class Scheduler:
 
     def _filter(self, i: int, pod: Pod, shape: Any) -> tuple[FilterResult, bool]:
         version = int(self.cluster.version[i])
-        hit = self._cache[i].get(shape)
+        node = self.cluster.nodes[i].node
+        held = pod.uid in node.state.pods  # a node holding the pod answers for it alone
+        hit = None if held else self._cache[i].get(shape)
         if hit is not None and hit[0] == version:
             return hit[1], False
         assert self.profile.filter is not None
-        res = self.profile.filter(self.cluster.nodes[i].node, pod)
-        self._cache[i][shape] = (version, FilterResult(res.passed, res.numa_count, res.reason))
+        res = self.profile.filter(node, pod)
+        if not held:
+            self._cache[i][shape] = (version, FilterResult(res.passed, res.numa_count, res.reason))
         if res.planned is not None:
             self._planned[i] = (version, pod.uid, res)
         return res, True
