@@ -56,7 +56,7 @@ def _walk_order_heads(idx: np.ndarray, scores: np.ndarray, numbers: np.ndarray) 
     return list(seen.values()), int(numbers[order[-1]])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(candidates())
 def test_both_ways_give_the_first_candidate_of_each_group_in_walk_order(arrays: tuple[np.ndarray, ...]) -> None:
     idx, scores, numbers = arrays
@@ -77,7 +77,7 @@ def test_first_of_each_is_uniques_first_index(numbers: list[int]) -> None:
     assert first_of_each(arr).tolist() == sorted(np.unique(arr, return_index=True)[1].tolist())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(candidates(), st.data())
 def test_without_refused_keeps_exactly_the_others(arrays: tuple[np.ndarray, ...], data: st.DataObject) -> None:
     idx, scores, numbers = arrays
