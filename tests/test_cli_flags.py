@@ -132,3 +132,27 @@ def test_the_command_line_says_it_in_one_line() -> None:
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == "numalign run: error: unrecognized argument --machin (did you mean --machine?)\n"
+
+
+def test_argparse_asks_gettext_once_per_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argparse's words come from gettext, looked up once per process (the locale search on
+    disk is not repeated for every parser), and they are gettext's own answers."""
+    import gettext
+
+    from numalign.cli import argparser
+
+    real = gettext.gettext
+    # the parser module installed a memo over gettext itself
+    assert getattr(argparse._, "__wrapped__", None) is real  # type: ignore[attr-defined]
+    asked: list[str] = []
+
+    def counting(message: str) -> str:
+        asked.append(message)
+        return real(message)
+
+    remembered = argparser.functools.lru_cache(maxsize=256)(counting)
+    monkeypatch.setattr(argparse, "_", remembered)
+    build_parser()
+    build_parser()
+    assert asked and len(asked) == len(set(asked))  # each word once, over two whole trees
+    assert all(argparse._(m) == real(m) for m in asked)  # type: ignore[attr-defined]

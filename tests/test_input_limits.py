@@ -223,3 +223,24 @@ def test_depth_message_does_not_depend_on_the_parser_library(monkeypatch: pytest
     assert _err(yamlfiles.load_yaml_all, "[" * 101 + "]" * 101, "f").startswith(
         "f: nested deeper than 100 levels at line 1")
     assert "exceeded maximum nesting depth" in _err(yamlfiles.load_yaml_all, "[[1]]", "f")
+
+
+@pytest.mark.parametrize(("text", "key", "line"), [
+    ("a: 1\nb: 2\na: 3\n", "a", 3),
+    ("kubelet:\n  topologyManagerPolicy: none\n  topologyManagerPolicy: restricted\n", "topologyManagerPolicy", 3),
+    ("x: {1: a, 0x1: b}\n", "1", 1),  # equal as values
+    ('{"a": 1, "a": 2}', "a", 1),  # JSON read where YAML is accepted
+    ("base: &b {x: 1}\nc:\n  <<: *b\n  y: 1\n  y: 2\n", "y", 5),  # among a merging mapping's own keys
+])
+def test_a_yaml_key_given_twice_is_refused(text: str, key: str, line: int) -> None:
+    message = _err(yamlfiles.load_yaml_all, text, "f")
+    assert message.startswith(f"f: invalid YAML: key '{key}' given twice in one mapping at line {line}, column ")
+    assert "\n" not in message
+
+
+def test_distinct_keys_and_merge_overrides_are_kept() -> None:
+    assert yamlfiles.load_yaml_all('x: {1: a, "1": b}', "f") == [{"x": {1: "a", "1": "b"}}]
+    doc = "base: &b {x: 1, y: 2}\nc:\n  <<: *b\n  x: 3\n"  # an own key overrides a merged one
+    assert yamlfiles.load_yaml_all(doc, "f") == [{"base": {"x": 1, "y": 2}, "c": {"x": 3, "y": 2}}]
+    # JSON's own decoder keeps the last, as Go's encoding/json does
+    assert yamlfiles.loads_json('{"a": 1, "a": 2}', "f") == {"a": 2}

@@ -119,3 +119,31 @@ def test_dynamic_node_reads_the_keps_pod_field() -> None:
     assert (r.admitted, r.reason, r.policy) == (False, "TopologyAffinityError", "single-numa-node")
     doc["spec"]["topology"]["policy"] = "best-effort"
     assert node.admit(parse_pods(doc)[0]).admitted
+
+
+@pytest.mark.parametrize(("text", "capacity", "want"), [
+    # float32(10)/100 = 0.10000000149011612: 1 TiB reserves 1,639 bytes more than a tenth
+    ("10%", 1 << 40, 109_951_164_416),
+    ("7.3%", 3 << 30, 235_149_456),  # 3 bytes fewer than 7.3 % exactly
+    ("100Mi", 1 << 40, 100 << 20),
+    ("0%", 1 << 40, 0), ("100%", 1 << 40, 0),  # the kubelet ignores exactly these two
+    ("100.0%", 1 << 40, 1 << 40),  # ... but not this one
+    ("10%%", 1 << 40, 109_951_164_416),  # every trailing % is trimmed
+])
+def test_eviction_percentages_are_the_kubelets_float32(text: str, capacity: int, want: int) -> None:
+    """``parsePercentage``: ``float32(ParseFloat(s, 32)) / 100``; ``GetThresholdQuantity``:
+    ``int64(float64(capacity) * float64(percentage))``."""
+    from numalign.machine.allocatable import eviction_memory
+
+    kc = load_machine(_spec(evictionHard={"memory.available": text})).kubelet
+    assert eviction_memory(kc, capacity) == want
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("-5%", "must be >= 0%"), ("100.01%", "must be <= 100%"), ("inf%", "must be <= 100%"),
+    ("nan%", "is not a number"), ("1/2%", "invalid percentage"), ("ten%", "invalid percentage"),
+    ("1e39%", "value out of range"),
+])
+def test_eviction_percentages_refused(text: str, message: str) -> None:
+    msg = _error(_spec(evictionHard={"memory.available": text}))
+    assert message in msg and "kubelet.evictionHard.memory.available" in msg and "\n" not in msg

@@ -50,7 +50,7 @@ def _cmd_merge(args: argparse.Namespace) -> int:
 
 def _emit(doc: Any, fmt: str) -> None:
     if fmt == "yaml":
-        import yaml
+        from numalign.inputs.pyyaml import yaml
 
         sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
     else:

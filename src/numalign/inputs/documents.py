@@ -35,9 +35,8 @@ import re
 import sys
 from typing import IO, Any
 
-import yaml
-
 from numalign.errors import InputError
+from numalign.inputs.pyyaml import yaml
 
 #: the largest document (file or stdin) read, in bytes
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
@@ -53,7 +52,35 @@ _INT_LIKE = re.compile(r"[-+]?[0-9][0-9_:a-fA-FxXoObB]*")
 
 
 class _BoundedLoader(_Loader):  # type: ignore[valid-type,misc]
-    """The safe loader with integer literals bounded before ``int()`` sees them."""
+    """The safe loader with integer literals bounded before ``int()`` sees them, and a key
+    given twice in one mapping refused (YAML 1.2, 3.2.1.1: "the content of a mapping node
+    is an unordered set of key/value node pairs, with the restriction that each of the keys
+    is unique"; PyYAML keeps the last value without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if not isinstance(node, yaml.MappingNode):
+            return yaml.SafeLoader.construct_mapping(self, node, deep)
+        own = node.value  # the pairs written in this mapping; merge keys are taken out in place
+        count = len(own)
+        self.flatten_mapping(node)
+        mapping: dict[Any, Any] = yaml.constructor.BaseConstructor.construct_mapping(self, node, deep)
+        # without merge keys, fewer entries than pairs means a key came twice; with them (the
+        # merged pairs may only add keys) the mapping's own keys are compared
+        if len(mapping) < count or node.value is not own or len(own) != count:
+            _refuse_duplicate_key(self, node, own, deep)
+        return mapping
+
+
+def _refuse_duplicate_key(loader: yaml.SafeLoader, node: yaml.MappingNode,
+                          own: list[tuple[yaml.Node, yaml.Node]], deep: bool) -> None:
+    seen: set[Any] = set()
+    for key_node, _ in own:
+        key = loader.construct_object(key_node, deep=deep)  # already built: the loader's memo
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                f"key {_cut(str(key))!r} given twice in one mapping", key_node.start_mark)
+        seen.add(key)
 
 
 def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:

@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-import yaml
-
 from numalign.errors import InputError, NumalignError, one_line
 from numalign.inputs.documents import read_yaml
+from numalign.inputs.pyyaml import yaml
 from numalign.kube.topology import build_nrt
 from numalign.machine.model import Machine
 from numalign.machine.spec import dump_machine, load_machine, read_machine_file

@@ -24,12 +24,13 @@ Pure functions over a :class:`~numalign.machine.model.Machine`; no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from fractions import Fraction
 
 from numalign.errors import InputError
+from numalign.inputs.goparse import GoSyntaxError, parse_float32, to_float32
 from numalign.inputs.quantity import (
     CPU,
     MEMORY,
+    Quantity,
     format_bytes,
     hugepage_resource_name,
     is_hugepages_resource,
@@ -58,20 +59,26 @@ EVICTION_SIGNALS = frozenset({
 _FIELD = "kubelet.evictionHard"
 
 
-def _threshold(signal: str, text: str, path: str) -> Fraction | tuple[str, Fraction] | None:
-    """One threshold: a quantity, ``("%", fraction)`` or None (``0%``/``100%``: none)."""
+def _threshold(signal: str, text: str, path: str) -> Quantity | tuple[str, float] | None:
+    """One threshold, as the kubelet parses it (``parseThresholdStatement``): a quantity,
+    ``("%", fraction)`` or None (exactly ``0%`` or ``100%``: none). A percentage is Go's
+    ``strconv.ParseFloat(s, 32)`` of the text without its trailing ``%`` signs, divided by
+    100 in float32 (``parsePercentage``); it must lie in [0, 1] (the kubelet's ``percentage >
+    1`` check; releases before it compared with 100)."""
     if text.endswith("%"):
         if text in ("0%", "100%"):
             return None
         try:
-            pct = Fraction(text[:-1].strip())
-        except (ValueError, ZeroDivisionError):
-            raise InputError(f"invalid percentage: {text!r}", path) from None
+            pct = to_float32(parse_float32(text.rstrip("%")) / 100)
+        except GoSyntaxError as e:
+            raise InputError(f"invalid percentage: {text!r} ({e})", path) from None
+        if pct != pct:  # NaN passes both of the kubelet's checks; its reservation is undefined
+            raise InputError(f"invalid percentage: {text!r} is not a number", path)
         if pct < 0:
             raise InputError(f"eviction percentage threshold {signal} must be >= 0%: {text}", path)
-        if pct > 100:
+        if pct > 1:
             raise InputError(f"eviction percentage threshold {signal} must be <= 100%: {text}", path)
-        return ("%", pct / 100)
+        return ("%", pct)
     q = parse_quantity(text, path)
     if q <= 0:
         raise InputError(f"eviction threshold {signal} must be positive: {text}", path)
@@ -97,7 +104,8 @@ def eviction_memory(kc: KubeletConfig, memory_capacity: int) -> int:
     if t is None:
         return 0
     if isinstance(t, tuple):
-        return int(t[1] * memory_capacity)  # GetThresholdQuantity: int64(float * capacity)
+        # GetThresholdQuantity: int64(float64(capacity) * float64(percentage)), truncated
+        return int(float(memory_capacity) * t[1])
     return quantity_int(t)
 
 

@@ -10,9 +10,9 @@ kept as text for the reports. Anything else is a one-line error naming the field
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from numalign.errors import InputError
+from numalign.record import Record, set_field
 
 #: ``v``? major . minor [. patch] [-prerelease] [+build] (semver 2.0 identifiers)
 _VERSION = re.compile(
@@ -23,16 +23,25 @@ _VERSION = re.compile(
 MAX_VERSION_CHARS = 96
 
 
-@dataclass(frozen=True, order=True)
-class KubeletVersion:
-    """``major.minor.patch`` (patch ``None`` when not given) and the text as given."""
+class KubeletVersion(Record, frozen=True, uncompared=("source",)):
+    """``major.minor.patch`` (patch ``None`` when not given) and the text as given; equal
+    versions are equal wherever they were given (``source`` takes no part)."""
 
+    __slots__ = ("major", "minor", "patch", "text", "source")
     major: int
     minor: int
-    patch: int | None = None
-    text: str = ""
+    patch: int | None
+    text: str
     #: where it was given (the field an error names)
-    source: str = field(default="kubelet.kubeletVersion", compare=False)
+    source: str
+
+    def __init__(self, major: int, minor: int, patch: int | None = None, text: str = "",
+                 source: str = "kubelet.kubeletVersion") -> None:
+        set_field(self, "major", major)
+        set_field(self, "minor", minor)
+        set_field(self, "patch", patch)
+        set_field(self, "text", text)
+        set_field(self, "source", source)
 
     @property
     def minor_text(self) -> str:

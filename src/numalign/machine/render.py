@@ -82,8 +82,7 @@ def render_discovery(d: Discovery, fmt: str) -> str:
     if fmt == "table":
         return render_table(d.machine)
     if fmt == "nrt":
-        import yaml
-
+        from numalign.inputs.pyyaml import yaml
         from numalign.machine.nrt import machine_to_nrt
 
         return yaml.safe_dump(machine_to_nrt(d.machine), sort_keys=False)

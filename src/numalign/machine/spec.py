@@ -104,13 +104,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from numalign.engine.bitmask import MAX_NUMA_ID
 from numalign.engine.policies import check_kubelet_policy, check_kubelet_scope
 from numalign.errors import InputError, escape_newlines
 from numalign.inputs.cpulist import format_cpulist, parse_cpulist
 from numalign.inputs.documents import read_yaml
+from numalign.inputs.pyyaml import yaml
 from numalign.inputs.quantity import (
     CPU,
     HUGEPAGES_PREFIX,
