@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -163,7 +164,9 @@ def test_node_allocatable_as_the_kubelet_reports_it() -> None:
     a = node_allocatable(m)
     assert a["cpu"] == 128_000 - 1500
     capacity = 128 * GI
-    eviction = int(capacity * 0.01)
+    # the kubelet's float32 percentage: float32(1) / 100, then int64(float64(capacity) * it)
+    eviction = int(float(capacity) * float(np.float32(1) / np.float32(100)))
+    assert eviction != capacity // 100  # the float32 is not the exact hundredth
     # regular memory also loses the hugepage pools' capacity
     assert a["memory"] == capacity - GI - 512 * MI - eviction - 16 * GI
     assert a["hugepages-1Gi"] == 16 * GI
