@@ -13,6 +13,8 @@ test_koordinator_cpu_refcount.py.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from koordinator_topology import cpus, topo
 from numalign.modes.koordinator.cpu_accumulator import (
@@ -200,3 +202,34 @@ def test_split_evenly() -> None:
     assert split_evenly(8, [0, 1], {0: 2, 1: 10}) == {0: 2, 1: 6}
     assert split_evenly(6, [0, 1], {0: 10, 1: 10}, whole_cores_of=2) == {0: 2, 1: 4}
     assert split_evenly(8, [0, 1], {0: 3, 1: 3}) == {0: 3, 1: 3}
+
+
+_TOPOS = [topo(2, 2, 4, 2), topo(1, 2, 3, 2), topo(2, 1, 4, 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_remembered_takes_are_the_accumulators(data: st.DataObject) -> None:
+    """:func:`take_cpus` remembers its answers by content: asked again (with the free CPUs listed
+    in another order), it answers what the accumulator itself computes, and refuses where it
+    refuses."""
+    from numalign.modes.koordinator.cpu_accumulator import _take_cpus
+
+    t = data.draw(st.sampled_from(_TOPOS))
+    free = sorted(data.draw(st.sets(st.sampled_from(sorted(t.all_cpus)))))
+    n = data.draw(st.integers(1, max(1, len(free))))
+    bind = data.draw(st.sampled_from([FULL, SPREAD]))
+    exclusive = data.draw(st.sampled_from(list(ExclusivePolicy)))
+    strategy = data.draw(st.sampled_from([MOST, LEAST]))
+    held = sorted(t.all_cpus - frozenset(free))
+    allocated = {c: data.draw(st.sampled_from(list(ExclusivePolicy))) for c in held[: data.draw(st.integers(0, 4))]}
+    try:
+        want: frozenset[int] | None = _take_cpus(t, free, n, bind, exclusive, strategy, allocated, None, 1)
+    except CpuAllocError:
+        want = None
+    for available in (free, list(reversed(free)), free):  # the second and third: remembered
+        try:
+            got: frozenset[int] | None = take_cpus(t, available, n, bind, exclusive, strategy, allocated)
+        except CpuAllocError:
+            got = None
+        assert got == want

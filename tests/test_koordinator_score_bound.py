@@ -61,6 +61,9 @@ NODES = _cluster()
 _SYNTHETIC: list[Pod] = [a.pod for a in parse_workload_spec("synthetic:count=300,seed=11", None, cluster=NODES)]
 #: the mix, with its pods that have init containers or sidecars drawn as often as the others
 POOL: list[Pod] = _SYNTHETIC + [p for p in _SYNTHETIC if p.init_containers] * 8
+#: Guaranteed pods of the mix asking at most 2 CPUs (most fit a NUMA node of these machines)
+SMALL_GUARANTEED = [p for p in _SYNTHETIC if p.qos.value == "Guaranteed"
+                    and sum(c.requests.get("cpu", 0) for c in p.containers) <= 2000]
 SPECS = [None, {"numaTopologyPolicy": "SingleNUMANode"}, {"numaTopologyPolicy": "Restricted"},
          {"numaTopologyPolicy": "BestEffort", "singleNUMANodeExclusive": "Preferred"}]
 BINDS = [None, {"preferredCPUBindPolicy": "SpreadByPCPUs"}, {"requiredCPUBindPolicy": "FullPCPUs"}]
@@ -170,3 +173,84 @@ def test_init_containers_do_not_count_as_the_app_holdings() -> None:
             assert bound is not None and KoordinatorNumaScore().score_on(node, pod, res.numa_count, 8) <= bound
             checked += 1
     assert checked
+
+
+def _reference_score(node: Node, pod: Pod, strategy: str, weights: dict[str, int]) -> int:
+    """NodeNUMAResource's Score read straight from the plan and the node's zones (scoring.go):
+    the NUMA nodes the pod's CPUs, memory blocks and devices sit on, summed; the whole node when
+    it gets none or the policy is ``none``; every bound CPU when the pod holds a cpuset."""
+    from numalign.engine.policies import Policy
+    from numalign.node.usage import numa_amounts, numa_memory_held, pod_numa_nodes, pod_usage
+    from numalign.pods import effective_pod_requests
+
+    planned = node.plan(pod)[1]
+    assert planned is not None
+    req = effective_pod_requests(pod)
+    used = pod_numa_nodes(node.machine, planned, pod.uid)
+    zones = numa_amounts(node)
+    scale = {"cpu": 1000}
+    if node.policy_for(pod)[0].policy is Policy.NONE or not used:
+        requested, _ = node.requested()
+        alloc = {r: node.allocatable.get(r, 0) for r in weights}
+        before = {r: requested.get(r, 0) for r in weights}
+    else:
+        held = numa_memory_held(node)
+        alloc = {r: sum(zones[i].allocatable.get(r, 0) for i in used) * scale.get(r, 1) for r in weights}
+        before = {r: sum(zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0)
+                         + held.get(i, {}).get(r, 0) for i in used) * scale.get(r, 1) for r in weights}
+    usage = pod_usage(node.machine, planned, pod.uid)
+    if usage is not None and any(c.cpus for c in usage.containers):
+        before["cpu"] = sum(z.allocatable.get("cpu", 0) - z.available.get("cpu", 0) for z in zones.values()) * 1000
+    scores = {r: resource_score(strategy, before[r] + req.get(r, 0), alloc[r]) for r in weights if alloc[r]}
+    total = sum(scores[r] * weights[r] for r in scores)
+    weight_sum = sum(weights[r] for r in scores)
+    return total // weight_sum if weight_sum else 0
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_score_from_the_kept_amounts_is_the_plans(data: st.DataObject) -> None:
+    """:meth:`KoordinatorNumaScore.score_on` reads the node's amounts kept per state
+    (:mod:`numalign.modes.koordinator.score_amounts`): the same Score as reading the plan and the
+    zones directly, for both strategies and random weights, on random nodes filled by random
+    pods (the amounts read again after every admission)."""
+    weights = {"cpu": data.draw(st.integers(0, 3)), "memory": data.draw(st.integers(1, 3))}
+    scores = [KoordinatorNumaScore(s, weights) for s in ("LeastAllocated", "MostAllocated")]
+    nodes = [Node(m) for _, m in NODES]
+    for n in nodes:
+        n.use_mode(Mode.KOORDINATOR)
+    for k in range(data.draw(st.integers(0, 60))):  # Guaranteed pods first: many hold cpusets
+        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
+        pod = _annotated(data.draw(st.sampled_from(SMALL_GUARANTEED if k % 2 else POOL)),
+                         data.draw(st.sampled_from(SPECS)), data.draw(st.sampled_from(BINDS)), f"p{k}")
+        if koordinator_filter(n, pod).passed:
+            n.admit(pod)
+    pod = _annotated(POOL[data.draw(st.integers(0, len(POOL) - 1))], data.draw(st.sampled_from(SPECS)),
+                     data.draw(st.sampled_from(BINDS)), "new")
+    for n in nodes:
+        if koordinator_filter(n, pod).passed:
+            for score in scores:
+                assert score.score_on(n, pod, 0, 8) == _reference_score(n, pod, score.strategy, weights)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_bound_over_kept_sums_is_the_best_subset(data: st.DataObject) -> None:
+    """:func:`best_of_sums` over per-resource sums is the highest :func:`subset_score` of the same
+    sets, with or without a fixed ``before``."""
+    from numalign.modes.koordinator.score_bound import best_of_sums
+
+    ids = list(range(data.draw(st.integers(1, 5))))
+    weights = {"cpu": data.draw(st.integers(0, 3)), "memory": data.draw(st.integers(1, 3))}
+    alloc = {i: {r: data.draw(_AMOUNT) for r in weights} for i in ids}
+    before = {i: {r: data.draw(st.integers(-4, 64)) for r in weights} for i in ids}
+    request = {r: data.draw(st.integers(0, 32)) for r in weights}
+    fixed = {"cpu": data.draw(st.integers(0, 128))} if data.draw(st.booleans()) else {}
+    subsets = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k)]
+    sets = data.draw(st.lists(st.sampled_from(subsets), max_size=6))
+    rs = list(weights)
+    sums = [(tuple(sum(alloc[i][r] for i in c) for r in rs), tuple(sum(before[i][r] for i in c) for r in rs))
+            for c in sets]
+    got = best_of_sums(sums, [request[r] for r in rs], [weights[r] for r in rs], [fixed.get(r) for r in rs], _least)
+    want = max((subset_score(c, alloc, before, fixed, request, weights, _least) for c in sets), default=None)
+    assert got == want

@@ -9,10 +9,11 @@ Read upstream: koordinator-sh/koordinator ``pkg/scheduler/plugins/nodenumaresour
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from numalign.memo import remember
 from numalign.pods.annotations import BindPolicy, ExclusivePolicy
 from numalign.resources.cpu_assignment import CpuInfo, CpuTopology
 
@@ -260,7 +261,39 @@ def take_cpus(
 ) -> frozenset[int]:
     """Koordinator ``takeCPUs``: ``n`` CPUs out of ``available``. ``allocated`` maps CPUs held by
     other pods to those pods' exclusive policy; ``ref_counts`` how many pods hold each CPU (read
-    only when ``max_ref_count > 1``). Raises :class:`CpuAllocError`."""
+    only when ``max_ref_count > 1``). Raises :class:`CpuAllocError`.
+
+    A function of its arguments' contents alone: the CPUs taken are remembered per topology and
+    contents (:data:`TAKEN_SIZE`), since nodes of one machine in different states often offer
+    the same free CPUs on the NUMA node a pod gets (a scheduler plans a pod on many of them)."""
+    avail = frozenset(available)
+    key = (id(topo), avail, n, bind, exclusive, strategy, frozenset((allocated or {}).items()),
+           frozenset((ref_counts or {}).items()) if max_ref_count > 1 else None, max_ref_count)
+    hit = _TAKEN.get(key)
+    if hit is not None and hit[0] is topo:
+        return hit[1]
+    out = _take_cpus(topo, avail, n, bind, exclusive, strategy, allocated, ref_counts, max_ref_count)
+    remember(_TAKEN, key, (topo, out), TAKEN_SIZE)
+    return out
+
+
+#: :func:`take_cpus`'s answers by (topology identity, arguments' contents), with the topology (a
+#: reused id never matches); cleared beyond :data:`TAKEN_SIZE` entries
+_TAKEN: dict[Hashable, tuple[CpuTopology, frozenset[int]]] = {}
+TAKEN_SIZE = 1 << 14
+
+
+def _take_cpus(
+    topo: CpuTopology,
+    available: Iterable[int],
+    n: int,
+    bind: BindPolicy,
+    exclusive: ExclusivePolicy,
+    strategy: NumaAllocateStrategy,
+    allocated: Mapping[int, ExclusivePolicy] | None,
+    ref_counts: Mapping[int, int] | None,
+    max_ref_count: int,
+) -> frozenset[int]:
     acc = _Accumulator(topo, available, allocated or {}, n, exclusive, strategy, ref_counts, max_ref_count)
     if acc.satisfied():
         return frozenset()
@@ -448,6 +481,7 @@ def split_evenly(
 __all__ = [
     "ERR_FAILED",
     "ERR_NOT_ENOUGH_CPUS",
+    "TAKEN_SIZE",
     "CpuAllocError",
     "CpuRefCounts",
     "NumaAllocateStrategy",

@@ -35,7 +35,6 @@ whose Topology Manager refuses the pod fails with Koordinator's own status messa
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,24 +44,21 @@ from numalign.engine.policies import Policy
 from numalign.errors import InputError
 from numalign.inputs.quantity import CPU, MEMORY, is_memory_resource
 from numalign.machine.model import Device, Machine
+from numalign.memo import remember
 from numalign.modes.koordinator.numa import NumaNodeStatus, exclusive_ok, node_numa_policy
-from numalign.modes.koordinator.score_bound import ENUMERATE_NUMA, numa_set_bound, subset_score
+from numalign.modes.koordinator.score_amounts import ScoreAmounts, SubsetSums, score_amounts
+from numalign.modes.koordinator.score_bound import ENUMERATE_NUMA, best_of_sums, numa_set_bound
 from numalign.modes.rules import Mode
 from numalign.node.admission import Node, PodResult
 from numalign.node.plan_cache import state_key
 from numalign.node.state import NodeState
 from numalign.node.usage import (
     cpus_numa_nodes,
-    numa_amounts,
-    numa_free,
     numa_memory_held,
     pod_numa_nodes,
-    pod_usage,
 )
 from numalign.pods import Pod, effective_pod_requests, guaranteed_cpus
 from numalign.pods.annotations import Exclusive
-from numalign.resources.cpu import POLICY_STATIC as CPU_STATIC
-from numalign.resources.memory import POLICY_STATIC as MEMORY_STATIC
 from numalign.scheduler.filters import FilterResult
 from numalign.scheduler.nrt_scores import MAX_NODE_SCORE
 from numalign.scheduler.scorers import NumaScore
@@ -172,69 +168,48 @@ def resource_score(strategy: str, requested: int, allocatable: int) -> int:
 
 
 @dataclass(frozen=True)
-class _BoundAmounts:
-    """What :meth:`KoordinatorNumaScore.node_bound` reads of a node, pod aside (the Score's
-    units: milli-CPUs, bytes)."""
+class _PodParts:
+    """What :meth:`KoordinatorNumaScore.node_bound` reads of a pod on a node with given
+    :class:`ScoreAmounts` rules (kept per pod shape)."""
 
-    static_cpus: bool
-    static_memory: bool
-    requested: Mapping[str, int]  # node-level requests of the weighted resources
-    allocatable: Mapping[str, int]  # node allocatable of the weighted resources
-    bound_cpus: int  # every CPU bound to a pod, in milli-CPUs
-    ids: tuple[int, ...]
-    alloc: Mapping[int, Mapping[str, int]]  # per NUMA node: the zone's allocatable
-    before: Mapping[int, Mapping[str, int]]  # per NUMA node: allocated there (the Score's before)
-    #: per NUMA node: free CPUs (count), free memory (Static memory manager) and free devices
-    #: of :attr:`aligned`
-    free: Mapping[int, Mapping[str, int]]
-    #: device resources whose every device sits on exactly one NUMA node
-    aligned: frozenset[str]
-    #: every device of the machine sits on one NUMA node at most
-    single_numa_devices: bool
+    request: tuple[int, ...]  # per weighted resource, in the weights' order
+    exclusive: int  # the app containers' exclusive CPUs
+    #: whether the admitted pod holds a cpuset: the variants the bound tries
+    variants: tuple[bool, ...]
+    #: what the app containers hold was free on the NUMA nodes the pod gets (with exclusive
+    #: CPUs), by resource
+    need: tuple[tuple[str, int], ...]
 
 
-#: per node: the state, external pods and weights :class:`_BoundAmounts` was read for
-_BOUND_AMOUNTS: weakref.WeakKeyDictionary[Node, tuple[NodeState, object, object, _BoundAmounts]] = (
-    weakref.WeakKeyDictionary())
+#: :class:`_PodParts` by pod shape and what of the node they read; cleared beyond its size
+_POD_PARTS: dict[Hashable, _PodParts] = {}
+POD_PARTS_SIZE = 1 << 14
 
 
-def _bound_amounts(node: Node, weights: Mapping[str, int]) -> _BoundAmounts:
-    external = (node.external_pods, tuple(sorted(node.external_requests.items())))
-    hit = _BOUND_AMOUNTS.get(node)
-    if hit is not None and hit[0] is node.state and hit[1] == external and hit[2] == weights:
-        return hit[3]
-    m = node.machine
-    zones = numa_amounts(node)
-    numa_mem = numa_memory_held(node)  # NodeAllocation's per-NUMA memory (scoring.go)
-    scale = {CPU: 1000}
-    ids = tuple(sorted(zones))
-    static_memory = m.kubelet.memory_manager_policy == MEMORY_STATIC
-    free: dict[int, dict[str, int]] = {i: {CPU: zones[i].available.get(CPU, 0)} for i in ids}
-    by_resource: dict[str, bool] = {}
-    for d in m.devices:
-        by_resource[d.resource] = by_resource.get(d.resource, True) and len(d.numa) == 1
-    aligned = frozenset(r for r, ok in by_resource.items() if ok)
-    for i, per in numa_free(node).items():
-        if i in free:
-            free[i].update((r, v) for r, v in per.items()
-                           if r in aligned or (static_memory and is_memory_resource(r)))
-    requested, _ = node.requested()
-    out = _BoundAmounts(
-        static_cpus=m.kubelet.cpu_manager_policy == CPU_STATIC,
-        static_memory=static_memory,
-        requested={r: requested.get(r, 0) for r in weights},
-        allocatable={r: node.allocatable.get(r, 0) for r in weights},
-        bound_cpus=sum(z.allocatable.get(CPU, 0) - z.available.get(CPU, 0) for z in zones.values()) * 1000,
-        ids=ids,
-        alloc={i: {r: zones[i].allocatable.get(r, 0) * scale.get(r, 1) for r in weights} for i in ids},
-        before={i: {r: (zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0)
-                        + numa_mem.get(i, {}).get(r, 0)) * scale.get(r, 1) for r in weights} for i in ids},
-        free=free,
-        aligned=aligned,
-        single_numa_devices=all(len(d.numa) <= 1 for d in m.devices),
-    )
-    _BOUND_AMOUNTS[node] = (node.state, external, dict(weights), out)
-    return out
+def _pod_parts(pod: Pod, amounts: ScoreAmounts) -> _PodParts:
+    key = (pod.shape, amounts.resources, amounts.static_cpus, amounts.static_memory, amounts.aligned)
+    got = _POD_PARTS.get(key)
+    if got is not None:
+        return got
+    req = effective_pod_requests(pod)
+    exclusive = sum(guaranteed_cpus(pod, c) for c in pod.app_containers) if amounts.static_cpus else 0
+    # whether the admitted pod holds a cpuset: for sure when an app container gets exclusive
+    # CPUs; never without a container asking for them; else either
+    cpuset: bool | None = True if exclusive else (
+        None if amounts.static_cpus and any(guaranteed_cpus(pod, c) for c in pod.init_containers) else False)
+    need: dict[str, int] = {}
+    if exclusive:
+        # what the app containers hold was free on the NUMA nodes the pod gets: their exclusive
+        # CPUs, devices that sit on one NUMA node and, for this Guaranteed pod under the Static
+        # memory manager, memory
+        need[CPU] = exclusive
+        for c in pod.app_containers:
+            for r, v in c.requests.items():
+                if v > 0 and (r in amounts.aligned or (amounts.static_memory and is_memory_resource(r))):
+                    need[r] = need.get(r, 0) + v
+    parts = _PodParts(tuple(req.get(r, 0) for r in amounts.resources), exclusive,
+                      (False, True) if cpuset is None else (cpuset,), tuple(sorted(need.items())))
+    return remember(_POD_PARTS, key, parts, POD_PARTS_SIZE)
 
 
 class KoordinatorNumaScore(NumaScore):
@@ -270,52 +245,46 @@ class KoordinatorNumaScore(NumaScore):
             policy = node.policy_for(pod)[0].policy
         except InputError:  # a malformed annotation: the filter's to refuse, with its reason
             return None
-        req = effective_pod_requests(pod)
-        amounts = _bound_amounts(node, self.weights)
-        exclusive = sum(guaranteed_cpus(pod, c) for c in pod.app_containers) if amounts.static_cpus else 0
-        # whether the admitted pod holds a cpuset: for sure when an app container gets
-        # exclusive CPUs; never without a container asking for them; else either
-        cpuset: bool | None = True if exclusive else (
-            None if amounts.static_cpus and any(guaranteed_cpus(pod, c) for c in pod.init_containers) else False)
-        variants = [False, True] if cpuset is None else [cpuset]
+        amounts = score_amounts(node, self.weights)
+        parts = _pod_parts(pod, amounts)
+        weights = tuple(self.weights[r] for r in amounts.resources)
+        cpu_at = [r == CPU for r in amounts.resources]
         score = self._resource_score
+
+        def fixed(held: bool) -> list[int | None]:  # with a cpuset: every bound CPU counts
+            return [amounts.bound_cpus if held and is_cpu else None for is_cpu in cpu_at]
+
         best: int | None = None
-        if policy is Policy.NONE or not exclusive:  # the node-level Score
-            for held in variants:
-                before = dict(amounts.requested)
-                if held:
-                    before[CPU] = amounts.bound_cpus
-                s = subset_score((0,), {0: amounts.allocatable}, {0: before}, {}, req, self.weights, score)
-                best = s if best is None else max(best, s)
+        if policy is Policy.NONE or not parts.exclusive:  # the node-level Score
+            whole = amounts.node_level()
+            for held in parts.variants:
+                s = best_of_sums(((whole.alloc, whole.before),), parts.request, weights, fixed(held), score)
+                best = s if best is None or (s is not None and s > best) else best
         if policy is Policy.NONE:
             return best
         ids = amounts.ids
-        candidates: list[tuple[int, ...]] | None = None
-        if exclusive:
-            # what the app containers hold was free on the NUMA nodes the pod gets: their
-            # exclusive CPUs, devices that sit on one NUMA node and, for this Guaranteed pod
-            # under the Static memory manager, memory
-            need = {CPU: exclusive}
-            for c in pod.app_containers:
-                for r, v in c.requests.items():
-                    if v > 0 and (r in amounts.aligned or (amounts.static_memory and is_memory_resource(r))):
-                        need[r] = need.get(r, 0) + v
-            free = amounts.free
-
-            def holds(c: tuple[int, ...]) -> bool:
-                return all(sum(free[i].get(r, 0) for i in c) >= v for r, v in need.items())
-
+        candidates: Sequence[SubsetSums] | None = None
+        if parts.exclusive:
+            need = dict(parts.need)
             if policy is Policy.SINGLE_NUMA_NODE and amounts.single_numa_devices:
-                candidates = [(i,) for i in ids if holds((i,))]
+                candidates = [c for c in amounts.subsets(True) if c.holds(need)]
             elif len(ids) <= ENUMERATE_NUMA:
-                candidates = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k) if holds(c)]
-            elif not holds(ids):
+                candidates = [c for c in amounts.subsets(False) if c.holds(need)]
+            elif not amounts.sums(ids).holds(need):
                 candidates = []
             if not candidates and candidates is not None:
                 return -1  # no NUMA node set holds the pod: the filter refuses it
-        for held in variants:
-            on_set = numa_set_bound(candidates, ids, amounts.alloc, amounts.before,
-                                    {CPU: amounts.bound_cpus} if held else {}, req, self.weights, score)
+        elif len(ids) <= ENUMERATE_NUMA:
+            candidates = amounts.subsets(False)
+        for held in parts.variants:
+            if candidates is not None:
+                on_set = best_of_sums(((c.alloc, c.before) for c in candidates), parts.request, weights,
+                                      fixed(held), score)
+            else:  # more NUMA nodes than are enumerated: each resource apart
+                on_set = numa_set_bound(None, ids, amounts.alloc, amounts.before,
+                                        {CPU: amounts.bound_cpus} if held else {},
+                                        dict(zip(amounts.resources, parts.request, strict=True)), self.weights,
+                                        score)
             if on_set is not None:
                 best = on_set if best is None else max(best, on_set)
         return 0 if best is None else best
@@ -330,30 +299,15 @@ class KoordinatorNumaScore(NumaScore):
         req = effective_pod_requests(pod)
         policy = node.policy_for(pod)[0].policy
         used = pod_numa_nodes(node.machine, planned, pod.uid)
-        if policy is Policy.NONE or not used:
-            requested, _ = node.requested()
-            allocatable = {r: node.allocatable.get(r, 0) for r in self.weights}
-            before = {r: requested.get(r, 0) for r in self.weights}
-        else:
-            zones = numa_amounts(node)
-            scale = {CPU: 1000}
-            allocatable = {r: sum(zones[i].allocatable.get(r, 0) for i in used) * scale.get(r, 1)
-                           for r in self.weights}
-            numa_mem = numa_memory_held(node)  # NodeAllocation's per-NUMA memory (scoring.go)
-            before = {r: sum(zones[i].allocatable.get(r, 0) - zones[i].available.get(r, 0)
-                             + numa_mem.get(i, {}).get(r, 0) for i in used)
-                      * scale.get(r, 1) for r in self.weights}
-        held = pod_usage(node.machine, planned, pod.uid)
-        if held is not None and any(c.cpus for c in held.containers):  # a cpuset: every bound CPU
-            before[CPU] = sum(z.allocatable.get(CPU, 0) - z.available.get(CPU, 0)
-                              for z in numa_amounts(node).values()) * 1000
-        total = weight_sum = 0
-        for r, w in self.weights.items():
-            if allocatable[r] == 0:
-                continue
-            total += resource_score(self.strategy, before[r] + req.get(r, 0), allocatable[r]) * w
-            weight_sum += w
-        return total // weight_sum if weight_sum else 0
+        amounts = score_amounts(node, self.weights)
+        on = amounts.node_level() if policy is Policy.NONE or not used else amounts.sums(sorted(used))
+        # a cpuset (the pod's record holds a container with exclusive CPUs): every bound CPU
+        held = pod.uid in planned.pods and any(planned.cpu.pod_cpus(pod.uid).values())
+        fixed = [amounts.bound_cpus if held and r == CPU else None for r in amounts.resources]
+        got = best_of_sums(((on.alloc, on.before),), [req.get(r, 0) for r in amounts.resources],
+                           [self.weights[r] for r in amounts.resources], fixed, self._resource_score)
+        assert got is not None
+        return got
 
 
 # ----------------------------------------------------------------------- joint allocation

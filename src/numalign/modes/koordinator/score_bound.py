@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 
 #: subsets of at most this many NUMA nodes are enumerated; beyond, each resource apart
@@ -99,6 +99,27 @@ def _by_ratio(zones: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]
     return tuple(sorted(zones, key=lambda ab: Fraction(ab[1], ab[0])))
 
 
+def best_of_sums(
+    sets: Iterable[tuple[Sequence[int], Sequence[int]]], request: Sequence[int], weights: Sequence[int],
+    fixed: Sequence[int | None], score: ResourceScore,
+) -> int | None:
+    """:func:`subset_score`'s highest value over ``sets`` given as per-resource sums (each an
+    ``(allocatable sums, before sums)`` pair; ``request``, ``weights`` and ``fixed`` - a
+    resource's ``fixed_before`` or None - in the same resource order); None without a set."""
+    best: int | None = None
+    for alloc, before in sets:
+        total = weight_sum = 0
+        for a, b, f, q, w in zip(alloc, before, fixed, request, weights, strict=True):
+            if a == 0:
+                continue
+            total += score((b if f is None else f) + q, a) * w
+            weight_sum += w
+        s = total // weight_sum if weight_sum else 0
+        if best is None or s > best:
+            best = s
+    return best
+
+
 def numa_set_bound(
     candidates: Sequence[Sequence[int]] | None, ids: Sequence[int],
     alloc: Mapping[int, Mapping[str, int]], before: Mapping[int, Mapping[str, int]],
@@ -125,4 +146,4 @@ def numa_set_bound(
     return weighted(per, weights) if always else max(per.values())
 
 
-__all__ = ["ENUMERATE_NUMA", "best_ratio_score", "numa_set_bound", "subset_score", "weighted"]
+__all__ = ["ENUMERATE_NUMA", "best_of_sums", "best_ratio_score", "numa_set_bound", "subset_score", "weighted"]
