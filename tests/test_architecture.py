@@ -127,7 +127,7 @@ def _rule_comparisons(tree: ast.AST) -> list[int]:
                 return True
         return False
 
-    lines = []
+    lines: list[int] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and any(touches(e) for e in [node.left, *node.comparators]):
             lines.append(node.lineno)
@@ -180,3 +180,26 @@ def test_long_files_are_justified() -> None:
     justified = _justified()
     assert long - justified == set(), "over 700 lines without a reason in docs/architecture.md"
     assert justified - long == set(), "docs/architecture.md names files that are no longer long"
+
+
+def _imports_pyyaml_directly(tree: ast.AST) -> list[int]:
+    """Lines of ``tree`` that import PyYAML itself (``import yaml``, ``from yaml import ...``)."""
+    def names(node: ast.AST) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [a.name for a in node.names]
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            return [node.module or ""]
+        return []
+    return [node.lineno for node in ast.walk(tree)  # type: ignore[attr-defined]
+            if any(n.split(".")[0] == "yaml" for n in names(node))]
+
+
+def test_pyyaml_is_imported_only_through_inputs_pyyaml() -> None:
+    """docs/architecture.md: every module that uses PyYAML imports it from
+    ``numalign.inputs.pyyaml`` (its patterns compiled on first use); a direct import, run first,
+    would compile them all at import again."""
+    direct = {str(p.relative_to(PACKAGE)): lines for p in sorted(PACKAGE.rglob("*.py"))
+              if (lines := _imports_pyyaml_directly(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert list(direct) == ["inputs/pyyaml.py"], direct
+    # the check sees a direct import
+    assert sorted(_imports_pyyaml_directly(ast.parse("def f():\n    import yaml\nfrom yaml import safe_load\n"))) == [2, 3]
