@@ -181,6 +181,25 @@ def test_an_answer_for_a_pod_the_node_holds_is_not_kept_for_other_pods() -> None
     assert counts == [0, 1, 2]
 
 
+def test_a_pod_held_under_its_name_is_refused_for_itself_alone() -> None:
+    """A node holding a pod ``namespace/name`` refuses another pod of that name (another uid)
+    as "already admitted"; that refusal names the pod, so the next pod of the shape, another
+    name, still gets the node's own answer (the cache keeps neither)."""
+    amounts = {"cpu": 1000, "memory": 1 << 20}
+    pod = Pod(namespace="t", name="a", uid="a1", qos=QOSClass.GUARANTEED, containers=(
+        Container(name="c0", kind=ContainerKind.APP, requests=amounts, limits=dict(amounts)),))
+    nodes = _template(1)[-1:]  # one node: the walk has to ask the node that holds the pod
+    for name in ("numalign", "koordinator"):  # profiles whose filter is the node's admission
+        sched = Scheduler(Cluster(nodes), get_profile(name))
+        assert sched.schedule(pod).admitted
+        again = pod.replace(uid="a2")  # the same namespace/name, another uid
+        placement, reason, _ = sched.select(again)
+        assert placement is None and reason is not None and "already admitted" in reason
+        other = pod.replace(name="b", uid="b1")
+        placement, reason, _ = sched.select(other)
+        assert placement is not None and reason is None
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(1, 4), st.sampled_from([None, 1, 3]), st.lists(pods("x"), min_size=1, max_size=25), st.data())
 def test_fast_walk_places_like_the_schedulers_walk(

@@ -302,7 +302,7 @@ class Node:
     def _plan_chain(self, pod: Pod, explain: bool) -> tuple[PodResult, NodeState | None]:
         policy, scope = self.policy_for(pod)
         pol, sc = policy.policy.value, scope.value
-        if pod.uid in self.state.pods or any(p.key == pod.key for p in self.state.pods.values()):
+        if self.state.holds(pod.uid, pod.key):
             return PodResult(pod, False, "UnexpectedAdmissionError",
                              f"pod {pod.key} is already admitted on this node", policy=pol, scope=sc), None
         requests = {r: v for r, v in effective_pod_requests(pod).items() if v > 0}

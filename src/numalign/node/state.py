@@ -202,6 +202,11 @@ class NodeState(Record):
             dict(self.pods),  # records are immutable: the dict is enough
         )
 
+    def holds(self, uid: str, key: str) -> bool:
+        """Does the node hold a pod with this uid or this ``namespace/name`` (what admission
+        refuses as "already admitted")?"""
+        return uid in self.pods or any(p.key == key for p in self.pods.values())
+
     def find(self, key_or_uid: str) -> str | None:
         """The uid of the pod ``namespace/name`` (or with that uid); None if unknown."""
         if key_or_uid in self.pods:

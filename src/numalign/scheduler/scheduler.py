@@ -163,7 +163,7 @@ class Scheduler:
     def _filter(self, i: int, pod: Pod, shape: Any) -> tuple[FilterResult, bool]:
         version = int(self.cluster.version[i])
         node = self.cluster.nodes[i].node
-        held = pod.uid in node.state.pods  # a node holding the pod answers for it alone
+        held = node.state.holds(pod.uid, pod.key)  # a node holding the pod answers for it alone
         hit = None if held else self._cache[i].get(shape)
         if hit is not None and hit[0] == version:
             return hit[1], False
