@@ -54,14 +54,25 @@ def subset_score(
 ) -> int:
     """The Score where the pod gets NUMA nodes ``subset``: per resource the zones' summed
     allocatable and ``before`` (``fixed_before`` replaces the sum for the resources it has)."""
-    out: dict[str, int] = {}
-    for r in weights:
-        a = sum(alloc[i].get(r, 0) for i in subset)
+    return sums_score(
+        [sum(alloc[i].get(r, 0) for i in subset) for r in weights],
+        [sum(before[i].get(r, 0) for i in subset) for r in weights],
+        [fixed_before.get(r) for r in weights], [request.get(r, 0) for r in weights],
+        list(weights.values()), score)
+
+
+def sums_score(alloc: Sequence[int], before: Sequence[int], fixed: Sequence[int | None],
+               request: Sequence[int], weights: Sequence[int], score: ResourceScore) -> int:
+    """The Score of a set of NUMA nodes given per resource (all in one order) as its summed
+    allocatable and ``before``, the resource's fixed ``before`` or None, the pod's request and
+    the weight: :func:`weighted` over the resources with an allocatable."""
+    total = weight_sum = 0
+    for a, b, f, q, w in zip(alloc, before, fixed, request, weights, strict=True):
         if a == 0:
             continue
-        b = fixed_before[r] if r in fixed_before else sum(before[i].get(r, 0) for i in subset)
-        out[r] = score(b + request.get(r, 0), a)
-    return weighted(out, weights)
+        total += score((b if f is None else f) + q, a) * w
+        weight_sum += w
+    return total // weight_sum if weight_sum else 0
 
 
 def best_ratio_score(
@@ -103,21 +114,11 @@ def best_of_sums(
     sets: Iterable[tuple[Sequence[int], Sequence[int]]], request: Sequence[int], weights: Sequence[int],
     fixed: Sequence[int | None], score: ResourceScore,
 ) -> int | None:
-    """:func:`subset_score`'s highest value over ``sets`` given as per-resource sums (each an
-    ``(allocatable sums, before sums)`` pair; ``request``, ``weights`` and ``fixed`` - a
-    resource's ``fixed_before`` or None - in the same resource order); None without a set."""
-    best: int | None = None
-    for alloc, before in sets:
-        total = weight_sum = 0
-        for a, b, f, q, w in zip(alloc, before, fixed, request, weights, strict=True):
-            if a == 0:
-                continue
-            total += score((b if f is None else f) + q, a) * w
-            weight_sum += w
-        s = total // weight_sum if weight_sum else 0
-        if best is None or s > best:
-            best = s
-    return best
+    """:func:`sums_score`'s highest value over ``sets`` (each an ``(allocatable sums, before
+    sums)`` pair; ``request``, ``weights`` and ``fixed`` in the same resource order); None
+    without a set."""
+    return max((sums_score(alloc, before, fixed, request, weights, score) for alloc, before in sets),
+               default=None)
 
 
 def numa_set_bound(
@@ -146,4 +147,5 @@ def numa_set_bound(
     return weighted(per, weights) if always else max(per.values())
 
 
-__all__ = ["ENUMERATE_NUMA", "best_of_sums", "best_ratio_score", "numa_set_bound", "subset_score", "weighted"]
+__all__ = ["ENUMERATE_NUMA", "best_of_sums", "best_ratio_score", "numa_set_bound", "subset_score", "sums_score",
+           "weighted"]
