@@ -38,14 +38,21 @@ DROP_FROM = 1000
 _NO_NODE = np.iinfo(np.int64).max
 
 
-def first_of_each(numbers: Array) -> Array:
-    """The positions of each key number's first occurrence in ``numbers``, ascending (what
-    ``np.unique(numbers, return_index=True)[1]`` sorted gives; numbers below 2^16)."""
+def _by_number(numbers: Array) -> tuple[Array, Array, Array]:
+    """The stable order of ``numbers`` by key number (radix: numbers below 2^16), the numbers in
+    that order, and where each number's run starts (a bool per position)."""
     perm = np.argsort(numbers.astype(np.uint16), kind="stable")
     ordered = numbers[perm]
     new = np.empty(ordered.size, dtype=np.bool_)
     new[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    return perm, ordered, new
+
+
+def first_of_each(numbers: Array) -> Array:
+    """The positions of each key number's first occurrence in ``numbers``, ascending (what
+    ``np.unique(numbers, return_index=True)[1]`` sorted gives; numbers below 2^16)."""
+    perm, _, new = _by_number(numbers)
     first = perm[new]
     first.sort()
     return first
@@ -62,11 +69,7 @@ def heads_by_sorting(idx: Array, scores: Array, numbers: Array) -> Heads:
 
 def heads_by_group(idx: Array, scores: Array, numbers: Array) -> Heads:
     """:func:`group_heads` by sorting the candidates by key number, then only the heads."""
-    perm = np.argsort(numbers.astype(np.uint16), kind="stable")
-    by_number = numbers[perm]
-    new = np.empty(by_number.size, dtype=np.bool_)
-    new[:1] = True
-    np.not_equal(by_number[1:], by_number[:-1], out=new[1:])
+    perm, by_number, new = _by_number(numbers)
     starts = np.flatnonzero(new)
     group_scores = scores[perm]
     top = np.fmax.reduceat(group_scores, starts)  # NaN only for a group of NaN scores
