@@ -89,14 +89,26 @@ def to_float32(value: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", value))[0])
 
 
+def _bits(value: float) -> int:
+    """The IEEE 754 bits of float32 ``value``."""
+    return int(struct.unpack("<I", struct.pack("<f", value))[0])
+
+
 def _next_float32(value: float, up: bool) -> float:
     """The float32 next to ``value`` (a finite float32) toward +inf (``up``) or -inf."""
     if value == 0:
         return 2.0**-149 if up else -(2.0**-149)
-    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    bits = _bits(value)
     sign, magnitude = bits & 0x80000000, bits & 0x7FFFFFFF
     magnitude += 1 if (value > 0) == up else -1
     return float(struct.unpack("<f", struct.pack("<I", sign | magnitude))[0])
+
+
+def _exact(value: float) -> Fraction:
+    """A float32's exact value; infinity stands at 2**128 (the step past the largest float32)."""
+    if abs(value) == _INF:
+        return Fraction(2**128) if value > 0 else Fraction(-(2**128))
+    return Fraction(value)
 
 
 def parse_float32(text: str) -> float:
@@ -108,37 +120,40 @@ def parse_float32(text: str) -> float:
         raise GoSyntaxError(f"strconv.ParseFloat: parsing {go_quote(text[:MAX_FLOAT_CHARS])}...: "
                             f"longer than {MAX_FLOAT_CHARS} characters (numalign's cap)")
     if not re.fullmatch(_DECIMAL, text):
-        if re.fullmatch(r"[+-]?0[xX][0-9a-fA-F_.]*[pP][+-]?[0-9_]+", text[:MAX_FLOAT_CHARS]):
+        if re.fullmatch(r"[+-]?0[xX][0-9a-fA-F_.]*[pP][+-]?[0-9_]+", text):
             raise GoSyntaxError(f"strconv.ParseFloat: parsing {go_quote(text)}: hexadecimal "
                                 "floating-point numbers are not read by numalign")
-        raise GoSyntaxError(f"strconv.ParseFloat: parsing {go_quote(text[:MAX_FLOAT_CHARS])}: invalid syntax")
+        raise GoSyntaxError(f"strconv.ParseFloat: parsing {go_quote(text)}: invalid syntax")
     out_of_range = GoSyntaxError(f"strconv.ParseFloat: parsing {go_quote(text)}: value out of range")
     mantissa, _, exponent = text.lower().partition("e")
     negative = mantissa.startswith("-")
     if exponent and abs(int(exponent)) > _EXPONENT_CAP:  # never 10**huge: at most 64 digits
-        if int(exponent) < 0 or not any(c in "123456789" for c in mantissa):
-            return -0.0 if negative else 0.0
-        raise out_of_range
-    exact = Fraction(text)
+        if int(exponent) > 0 and any(c in "123456789" for c in mantissa):
+            raise out_of_range
+        chosen = 0.0
+    else:
+        chosen = _nearest_float32(Fraction(text), out_of_range)
+    return -0.0 if chosen == 0 and negative else chosen
+
+
+def _nearest_float32(exact: Fraction, out_of_range: GoSyntaxError) -> float:
+    """The float32 nearest ``exact`` (ties to even); ``out_of_range`` past the largest."""
     try:
         nearest = to_float32(float(exact))  # rounded twice: right but at an exact midpoint
     except OverflowError:
         raise out_of_range from None
-    if Fraction(nearest) == exact:
-        return -0.0 if nearest == 0 and negative else nearest
-    # the exact value lies between two float32s; the double rounding gave one of them (the
-    # step past the largest float32 is infinity, which stands at 2**128 for the rounding)
-    if Fraction(nearest) > exact:
+    if _exact(nearest) == exact:
+        return nearest
+    # the exact value lies between two float32s; the double rounding gave one of them
+    if _exact(nearest) > exact:
         low, high = _next_float32(nearest, up=False), nearest
     else:
         low, high = nearest, _next_float32(nearest, up=True)
-    value_low = Fraction(2**128) * (-1 if low < 0 else 1) if abs(low) == _INF else Fraction(low)
-    value_high = Fraction(2**128) * (-1 if high < 0 else 1) if abs(high) == _INF else Fraction(high)
-    gap_low, gap_high = exact - value_low, value_high - exact
+    gap_low, gap_high = exact - _exact(low), _exact(high) - exact
     if gap_low != gap_high:
         chosen = low if gap_low < gap_high else high
     else:
-        chosen = low if struct.unpack("<I", struct.pack("<f", low))[0] % 2 == 0 else high
+        chosen = low if _bits(low) % 2 == 0 else high
     if abs(chosen) == _INF:
         raise out_of_range
-    return -0.0 if chosen == 0 and negative else chosen
+    return chosen
