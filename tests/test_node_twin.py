@@ -30,3 +30,21 @@ def test_twins_decide_as_fresh_nodes(name: str) -> None:
             assert twin.state.to_dict() == fresh.state.to_dict()
         assert template.state.to_dict() == Node(m).state.to_dict()  # the template stayed empty
         assert any(p for p in twin.state.pods)
+
+
+@pytest.mark.parametrize("name", ["default", "alibaba2025"])
+def test_cluster_nodes_share_the_empty_states_decision_key(name: str) -> None:
+    """A fresh cluster's nodes of one machine get its first node's decision key (computed
+    once): the key each node's own state gives, one key object per machine."""
+    from numalign.node.plan_cache import _decision_key
+    from numalign.resources.pod_delta import decision_key
+    from numalign.scheduler.cluster import Cluster
+
+    cluster = Cluster(builtin_cluster(name))
+    by_machine: dict[int, object] = {}
+    for cn in cluster.nodes:
+        st = cn.node.state
+        key = _decision_key(st)
+        assert key.key == decision_key(st.cpu, st.memory, st.devices)
+        assert by_machine.setdefault(id(cn.machine), key) is key
+    assert len(by_machine) == len({id(cn.machine) for cn in cluster.nodes})

@@ -75,6 +75,13 @@ def _decision_key(state: NodeState) -> _Key:
     return _remember(state, _Key(decision_key(state.cpu, state.memory, state.devices)))
 
 
+def share_decision_key(state: NodeState, copy: NodeState) -> None:
+    """Remember for ``copy``, a copy of ``state`` with nothing changed since (a cluster's fresh
+    nodes copy their machine's first node's empty state), the decision key of ``state``: computed
+    once per machine, not once per node."""
+    _remember(copy, _decision_key(state))
+
+
 def plan_key(machine: Machine, mode: Mode, state: NodeState, pod: Pod) -> Hashable:
     """Everything a new pod's admission on a node reads once predicate admission passed
     (node-level requests are only read there): the node's part (:func:`state_key`) and the
@@ -150,4 +157,4 @@ class PlanCache:
         return out
 
 
-__all__ = ["CachedPlan", "PlanCache", "plan_key", "state_key"]
+__all__ = ["CachedPlan", "PlanCache", "plan_key", "share_decision_key", "state_key"]

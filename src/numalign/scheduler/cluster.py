@@ -22,7 +22,7 @@ import numpy.typing as npt
 from numalign.inputs.quantity import CPU, MEMORY, hugepage_resource_name, is_hugepages_resource
 from numalign.machine.model import Machine
 from numalign.node.admission import Node
-from numalign.node.plan_cache import PlanCache
+from numalign.node.plan_cache import PlanCache, share_decision_key
 from numalign.pods import Pod, effective_pod_requests
 from numalign.scheduler.gc_pause import collector_paused
 
@@ -78,7 +78,8 @@ def _freeze_long_lived(collect: bool) -> None:
 
 def _fresh_nodes(nodes: Iterable[tuple[str, Machine]]) -> list[ClusterNode]:
     """An empty node per entry: the first of each machine object built, the others its
-    twins (:meth:`Node.twin`: the machine's rules and figures are resolved once)."""
+    twins (:meth:`Node.twin`: the machine's rules and figures are resolved once, and the
+    empty state's decision key is computed once: :func:`~numalign.node.plan_cache.share_decision_key`)."""
     first: dict[int, Node] = {}
     out: list[ClusterNode] = []
     for name, m in nodes:
@@ -87,6 +88,7 @@ def _fresh_nodes(nodes: Iterable[tuple[str, Machine]]) -> list[ClusterNode]:
             node = first[id(m)] = Node(m)
         else:
             node = template.twin()
+            share_decision_key(template.state, node.state)
         out.append(ClusterNode(name, node))
     return out
 
