@@ -88,8 +88,8 @@ def _reference_scheduler(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> S
         def get(self, key: Any, default: Any = None) -> Any:
             return None
 
-    sched._bound_uniform = NoUniform()
-    sched._score_of_count = NoUniform()
+    sched.numa_scoring.bound_uniform = NoUniform()
+    sched.numa_scoring.score_of_count = NoUniform()
     return sched
 
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numalign.pods import Pod
+from numa2_template import numa2_template
+from numalign.pods import Pod, parse_pods
 from numalign.scheduler import Cluster, Scheduler, get_profile, group_arrays
 from numalign.scheduler import scheduler as scheduler_module
 from numalign.scheduler.filters import FilterResult
@@ -120,16 +121,18 @@ def test_refusal_arrays_are_the_tables_answers(steps: list[tuple[int, bool, bool
 
 
 @pytest.mark.parametrize("profile", GROUPED)
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2**32 - 1), nodes_to_score=st.sampled_from([None, 3]))
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), nodes_to_score=st.sampled_from([None, 3]), look=st.sampled_from([1, 2, 64]))
 def test_grouped_walk_with_every_shortcut_decides_like_the_node_by_node_walk(
-        profile: str, seed: int, nodes_to_score: int | None) -> None:
+        profile: str, seed: int, nodes_to_score: int | None, look: int) -> None:
     """Known refusals dropped and the heads found by group on every walk (not only on walks
-    over thousands of candidates): the same placements, reasons and node states as the
+    over thousands of candidates), and without a NUMA score the first passing candidate looked
+    for among the best ``look`` first: the same placements, reasons and node states as the
     node-by-node walk, over random pods and releases."""
     rng = random.Random(seed)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(scheduler_module, "DROP_FROM", 0)
+        mp.setattr(scheduler_module, "FIRST_PASSING_LOOK", look)
         mp.setattr(group_arrays, "HEADS_BY_GROUP_FROM", 0)
         grouped = Scheduler(Cluster(NODES), get_profile(profile), nodes_to_score)
         plain = Scheduler(Cluster(NODES), replace(get_profile(profile), node_key=None), nodes_to_score)
@@ -144,5 +147,53 @@ def test_grouped_walk_with_every_shortcut_decides_like_the_node_by_node_walk(
             assert (a.placement, a.admitted, a.reason) == (b.placement, b.admitted, b.reason), (profile, seed, step)
             if a.admitted and a.placement is not None:
                 running.append((a.placement.node, pod))
+    for x, y in zip(grouped.cluster.nodes, plain.cluster.nodes, strict=True):
+        assert x.node.state.to_dict() == y.node.state.to_dict()
+
+
+def _cpu_pod(step: int, cpu: int) -> Pod:
+    return parse_pods({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": f"p{step}", "namespace": "ns", "uid": f"u{step}"},
+                       "spec": {"containers": [{"name": "c", "resources": {
+                           "limits": {"cpu": str(cpu), "memory": "1Gi"}}}]}})[0]
+
+
+_SIZES = [1, 2, 3, 1, 2, 3, 4, 5] + [10] * 6 + [1, 2, 3, 4] + [10, 9] * 5
+
+
+@pytest.mark.parametrize("profile", ["nrt-snn", "nrt-snn-least-numa"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), look=st.sampled_from([1, 2, 3, 64]))
+def test_walk_over_the_rest_decides_like_the_node_by_node_walk(profile: str, seed: int, look: int) -> None:
+    """single-numa-node nodes first, restricted ones after, a sample of 2: a pod wider than a
+    NUMA node is refused by every sampled single-numa-node node (the NRT filter passes it on
+    the others) and the walk goes on over every other node, with refusals known and, without a
+    NUMA score, the first passing candidate looked for among the best ``look``: the same
+    placements, reasons and states as the node-by-node walk, over random pods and releases."""
+    nodes = load_cluster(numa2_template("restricted", 3, 12, "rst"), "rest")
+    order = [n for n in nodes if n[0].startswith("snn")] + [n for n in nodes if not n[0].startswith("snn")]
+    rng = random.Random(seed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scheduler_module, "DROP_FROM", 0)
+        mp.setattr(scheduler_module, "FIRST_PASSING_LOOK", look)
+        grouped = Scheduler(Cluster(order), get_profile(profile), 2)
+        plain = Scheduler(Cluster(order), replace(get_profile(profile), node_key=None), 2)
+        running: list[tuple[int, Pod]] = []
+        rest_walks = 0
+        for step in range(60):
+            if running and rng.random() < 0.15:
+                node, pod = running.pop(rng.randrange(len(running)))
+                grouped.release(pod, node)
+                plain.release(pod, node)
+            # small pods first (single-numa-node nodes in several states: groups not asked yet),
+            # then wide ones (the restricted nodes fill up and come after those in walk order)
+            pod = _cpu_pod(step, _SIZES[step] if step < len(_SIZES) else rng.choice([1, 2, 3, 9, 10]))
+            a, b = grouped.schedule(pod), plain.schedule(pod)
+            assert (a.placement, a.admitted, a.reason) == (b.placement, b.admitted, b.reason), (profile, seed, step)
+            rest_walks += a.placement is not None and not a.placement.name.startswith("snn") and pod.containers[
+                0].requests["cpu"] > 8000
+            if a.admitted and a.placement is not None:
+                running.append((a.placement.node, pod))
+    assert rest_walks > 0  # pods wider than a NUMA node went on past the sample
     for x, y in zip(grouped.cluster.nodes, plain.cluster.nodes, strict=True):
         assert x.node.state.to_dict() == y.node.state.to_dict()

@@ -99,13 +99,15 @@ def walk_last(idx: Array, scores: Array, numbers: Array) -> int:
     return int(numbers[at[int(np.argmax(idx[at]))]])
 
 
-def without_refused(idx: Array, scores: Array, numbers: Array, refused: Array) -> tuple[Array, Array, Array] | None:
+def without_refused(idx: Array, scores: Array | None, numbers: Array,
+                    refused: Array) -> tuple[Array, Array | None, Array] | None:
     """The candidates whose group is not known to refuse (``refused``: per candidate), or None
-    when none is known to refuse (nothing to drop)."""
+    when none is known to refuse (nothing to drop). ``scores`` may be None (not computed yet:
+    the scheduler then scores only the candidates kept)."""
     if not refused.any():
         return None
     keep = ~refused
-    return idx[keep], scores[keep], numbers[keep]
+    return idx[keep], None if scores is None else scores[keep], numbers[keep]
 
 
 __all__ = ["DROP_FROM", "HEADS_BY_GROUP_FROM", "first_of_each", "group_heads", "heads_by_group",

@@ -50,8 +50,10 @@ from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
 from numalign.scheduler.group_arrays import DROP_FROM, group_heads, walk_last, without_refused
 from numalign.scheduler.node_groups import Answer, NodeGroups, ShapeTable
+from numalign.scheduler.numa_scoring import NumaScoring
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
+from numalign.scheduler.walk_order import best_first as _best_first
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 #: at most this many distinct node states (and their known NUMA counts) are remembered; the
@@ -61,6 +63,9 @@ STATE_MEMO_SIZE = 1 << 16
 #: :data:`WINDOW_MIN`
 WINDOW_SLACK = 1.125
 WINDOW_MIN = 32
+#: a grouped walk over many candidates without a NUMA score first looks for the choice among
+#: this many best candidates, before it sorts out every group's first candidate
+FIRST_PASSING_LOOK = 64
 
 
 def num_feasible_nodes_to_find(n: int) -> int:
@@ -104,23 +109,15 @@ class Scheduler:
             cn.node.use_mode(profile.mode)
         self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
-        #: node-aware NUMA scores per node: pod shape -> (node version, score)
-        self._score_cache: list[dict[Any, tuple[int, int]]] = [{} for _ in cluster.nodes]
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
-        self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
-        #: node indices by machine object, policy and scope (:meth:`_rules_groups`)
-        self._by_rules: list[np.ndarray[Any, Any]] | None = None
-        #: pod shape -> the value of :attr:`_bounds` when it is the same on every node
-        self._bound_uniform: dict[Any, float | None] = {}
-        #: an absolute NUMA score (not node-aware) by NUMA count
-        self._score_of_count: dict[int, int] = {}
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
         numa = profile.numa_score
-        # the per-node NUMA demand model behind an absolute NUMA score's bounds (the prefilter's)
-        self._demand_model = self.prefilter or (
+        #: the NUMA score's values and bounds per node; its bounds read the per-node NUMA demand
+        #: model of an absolute NUMA score (the prefilter's)
+        self.numa_scoring = NumaScoring(cluster, profile, self.prefilter or (
             NumaPrefilter([n.node for n in cluster.nodes]) if numa is not None and not numa.relative else None
-        )
+        ))
         #: node -> (version, pod uid, exact filter result) of the last plan made this cycle
         self._planned: dict[int, tuple[int, str, FilterResult]] = {}
         #: nodes grouped by the profile's node key: its filter and score asked once per group
@@ -259,32 +256,36 @@ class Scheduler:
         shape = pod_shape(pod)
         if relative:
             return self._select_relative(pod, shape, idx, scores, order)
-        found = self._walk(pod, shape, idx, scores, order)
+        found = self._walk(pod, shape, idx, vec, scores)
         if found[0] is None and idx.size < len(c.nodes):
             # nobody in the sample passed the exact filter: kube-scheduler would have gone on
-            # looking for feasible nodes, so go on with every node not sampled yet
+            # looking for feasible nodes, so go on with every node not sampled yet (their node
+            # scores computed by the walk: a grouped walk scores only those it keeps)
             rest, _ = self._all_feasible(pod, vec, exclude=idx)
             if rest.size:
-                rest_scores = self._node_scores(rest, vec)
-                more = self._walk(pod, shape, rest, rest_scores, _best_first(rest, rest_scores))
+                more = self._walk(pod, shape, rest, vec, None)
                 return more[0], more[1], found[2] + more[2]
         return found
 
     def _walk(
-        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], order: Iterator[int]
+        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any],
+        scores: np.ndarray[Any, Any] | None,
     ) -> tuple[Placement | None, str | None, int]:
         """The best candidate: by groups of alike nodes where the profile has a node key and
-        no candidate holds the pod already, else node by node (the same choice)."""
+        no candidate holds the pod already, else node by node (the same choice). ``scores``:
+        the candidates' node scores, or None to have them computed here."""
         groups = self._groups
         if groups is not None:
             numbers = groups.refresh(idx)
             if not groups.holds_pod(pod, idx):
-                return self._select_grouped(pod, shape, idx, scores, numbers)
-        return self._select_best_first(pod, shape, idx, scores, order)
+                return self._select_grouped(pod, shape, idx, vec, scores, numbers)
+        if scores is None:
+            scores = self._node_scores(idx, vec)
+        return self._select_best_first(pod, shape, idx, scores, _best_first(idx, scores))
 
     def _select_grouped(
-        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any],
-        numbers: np.ndarray[Any, Any],
+        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any],
+        scores: np.ndarray[Any, Any] | None, numbers: np.ndarray[Any, Any],
     ) -> tuple[Placement | None, str | None, int]:
         """:meth:`_select_best_first`'s choice, the filter and score asked once per node key
         (``numbers``: the candidates' key numbers). In walk order (score, then node index) the
@@ -300,39 +301,47 @@ class Scheduler:
         w = self.profile.numa_weight
         table = groups.table(shape, tuple(ct.name for ct in pod.containers))
         local: dict[int, Answer] = {}  # this pod's answers (some may name it: not for others)
-        last = -1  # the walk's last candidate's group (its answer is the reason if none passes)
+        every = (idx, scores, numbers)  # every candidate: the walk's last one is read from them
         kept = without_refused(idx, scores, numbers, groups.refused(table, numbers)) if idx.size >= DROP_FROM else None
         if kept is not None:  # groups known to refuse dropped first (scheduler/group_arrays.py)
-            last = walk_last(idx, scores, numbers)
             idx, scores, numbers = kept
             if not idx.size:  # every group known to refuse: the last one's answer is the reason
-                known = self._known_answer(table, local, last)
+                known = self._known_answer(table, local, self._walk_last(every, vec))
                 assert known is not None
                 return None, known.result.reason, 0
+        if scores is None:  # the node scores of the candidates kept only
+            scores = self._node_scores(idx, vec)
+        checks = 0
+        if numa is None and kept is not None:  # a walk over many candidates, without a NUMA score
+            found, checks = self._first_passing(pod, table, local, idx, scores, numbers)
+            if found is not None:
+                return found, None, checks
         head_scores, head_idx, head_numbers, head_last = group_heads(idx, scores, numbers)
-        last = head_last if last < 0 else last
-        # per group: the weighted NUMA score bound of its first candidate (the group's answers
-        # are that node's)
-        if numa is not None:
-            head_bound = self._numa_bounds(pod, shape)[head_idx]
+        heap: list[tuple[float, int, bool]] = []
+        if numa is None:  # the first group that passes, in walk order, is the choice
+            for j, number in enumerate(head_numbers.tolist()):
+                got, ran = self._group_answer(table, local, number, int(head_idx[j]), pod)
+                checks += ran
+                if got.result.passed:
+                    i = int(head_idx[j])
+                    return Placement(i, c.nodes[i].name, got.result.numa_count, float(head_scores[j])), None, checks
+        else:
+            # groups by the most they can total (node score plus NUMA score bound: its first
+            # candidate's, whose answers are the group's), then walk order; a group's own bound
+            # (:meth:`NodeGroups.bound`) replaces the common one when it comes up first, so only
+            # groups that can still win have it read. A group is asked once nothing left can
+            # total more than its bound, and the walk ends when nothing left can beat the best
+            # total (or equal it earlier in walk order): the first group of highest total.
+            head_bound = self.numa_scoring.bounds(pod, shape)[head_idx]
             own = numa.pod_bound(pod)
             if own is not None:
                 np.minimum(head_bound, float(w * own), out=head_bound)
-        else:
-            head_bound = np.zeros(head_idx.size)
-        checks = 0
+            heap = [(-(s + top), j, False)
+                    for j, (s, top) in enumerate(zip(head_scores.tolist(), head_bound.tolist(), strict=True))]
+            heapq.heapify(heap)
         best: Placement | None = None
         best_total = 0.0
         best_at = -1  # the best group's position in walk order
-        # groups by the most they can total (node score plus NUMA score bound), then walk order;
-        # a group's own bound (:meth:`NodeGroups.bound`) replaces the common one when it comes up
-        # first, so only groups that can still win have it read. A group is asked once nothing
-        # left can total more than its bound, and the walk ends when nothing left can beat the
-        # best total (or equal it earlier in walk order): the first group of highest total.
-        refine = numa is not None
-        heap = [(-(s + top), j, False) for j, (s, top) in enumerate(zip(head_scores.tolist(), head_bound.tolist(),
-                                                                        strict=True))]
-        heapq.heapify(heap)
         while heap:
             key, j, refined = heapq.heappop(heap)
             if best is not None and (-key < best_total or (-key == best_total and j > best_at)):
@@ -342,7 +351,7 @@ class Scheduler:
             if known is not None and not known.result.passed:
                 continue  # a refusal already known: nothing to bound
             # a known score is the group's exact score, never above its bound: no need to ask it
-            if refine and not refined and (known is None or known.score is None):
+            if not refined and (known is None or known.score is None):
                 assert numa is not None
                 own = groups.bound(table, number, numa, c.nodes[i].node, pod)
                 if own is not None and own < 0:
@@ -355,18 +364,42 @@ class Scheduler:
             res = answer[0].result
             if not res.passed:
                 continue
-            total = s
-            if numa is not None:
-                total += w * self._group_score(answer[0], i, pod, shape)
+            total = s + w * self._group_score(answer[0], i, pod, shape)
             if best is None or total > best_total or (total == best_total and j < best_at):
                 best = Placement(i, c.nodes[i].name, res.numa_count, total)
                 best_total, best_at = total, j
         if best is None:
-            if self._known_answer(table, local, last) is None:  # the walk's last refusal: its group's
+            # the walk's last refusal: its group's (the last kept candidate's when none was dropped)
+            last = head_last if kept is None else self._walk_last(every, vec)
+            if self._known_answer(table, local, last) is None:
                 j = int(np.flatnonzero(head_numbers == last)[0])
                 checks += self._group_answer(table, local, last, int(head_idx[j]), pod)[1]
             return None, local[last].result.reason, checks
         return best, None, checks
+
+    def _first_passing(self, pod: Pod, table: ShapeTable, local: dict[int, Answer], idx: np.ndarray[Any, Any],
+                       scores: np.ndarray[Any, Any], numbers: np.ndarray[Any, Any]) -> tuple[Placement | None, int]:
+        """Without a NUMA score, the first candidate in walk order whose group passes is the
+        choice: it is that group's first candidate, and every group before it refuses. Looked for
+        among the first :data:`FIRST_PASSING_LOOK` candidates in walk order, each group asked on
+        its first one (as the walk by groups asks it); None past them. With the filter runs."""
+        checks = 0
+        for n, j in enumerate(_best_first(idx, scores)):
+            if n >= FIRST_PASSING_LOOK:
+                break
+            i = int(idx[j])
+            answer, ran = self._group_answer(table, local, int(numbers[j]), i, pod)
+            checks += ran
+            if answer.result.passed:
+                return Placement(i, self.cluster.nodes[i].name, answer.result.numa_count, float(scores[j])), checks
+        return None, checks
+
+    def _walk_last(self, every: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None, np.ndarray[Any, Any]],
+                   vec: np.ndarray[Any, Any]) -> int:
+        """The key number of the last of the candidates ``(idx, scores or None, numbers)`` in
+        walk order (their node scores computed when not given)."""
+        idx, scores, numbers = every
+        return walk_last(idx, self._node_scores(idx, vec) if scores is None else scores, numbers)
 
     def _group_answer(self, table: ShapeTable, local: dict[int, Answer], number: int, i: int,
                       pod: Pod) -> tuple[Answer, int]:
@@ -404,7 +437,7 @@ class Scheduler:
         if answer.score is None:
             count = answer.result.numa_count
             answer.score = (numa.score_on(self.cluster.nodes[i].node, pod, count, self.cluster.max_numa)
-                            if numa.node_aware else self._numa_score(i, pod, shape, count))
+                            if numa.node_aware else self.numa_scoring.score(i, pod, shape, count))
         return answer.score
 
     def _feasible(self, pod: Pod, vec: np.ndarray[Any, Any], rows: np.ndarray[Any, Any]) -> tuple[
@@ -506,10 +539,10 @@ class Scheduler:
         w = self.profile.numa_weight
         checks = 0
         reason = "no node passed the NUMA filter"
-        bound = self._numa_bounds(pod, shape) if numa is not None else None
+        bound = self.numa_scoring.bounds(pod, shape) if numa is not None else None
         bound_max = 0.0
         if bound is not None:
-            uniform = self._bound_uniform.get(shape)
+            uniform = self.numa_scoring.bound_uniform.get(shape)
             bound_max = uniform if uniform is not None else float(bound[idx].max())
         # per candidate: the best weighted NUMA score it can still get, from its free amounts
         # now (exact profile: its prefilter is refreshed on every bind); computed only once a
@@ -525,7 +558,7 @@ class Scheduler:
             i = int(idx[j])
             if best_placement is not None and use_tight:
                 if tight is None:
-                    tight = self._tight_bounds(pod, idx, bound)
+                    tight = self.numa_scoring.tight_bounds(pod, idx, bound, self.prefilter)
                 if s + tight[j] <= best_placement.score:
                     continue
             if best_placement is not None and bound is not None and s + bound[i] <= best_placement.score:
@@ -534,7 +567,7 @@ class Scheduler:
                     and not numa.node_aware and self._fresh_filter_result(i, shape) is None):
                 # a node in the same state answered: this node's count, if it passes at all
                 known = self._known_count(i, shape)
-                if known is not None and s + w * self._numa_score(i, pod, shape, known) <= best_placement.score:
+                if known is not None and s + w * self.numa_scoring.score(i, pod, shape, known) <= best_placement.score:
                     continue
             res, miss = self._filter(i, pod, shape)
             checks += miss
@@ -545,83 +578,12 @@ class Scheduler:
                 self._remember(i, shape, res.numa_count)
             total = s
             if numa is not None:
-                total += w * self._numa_score(i, pod, shape, res.numa_count)
+                total += w * self.numa_scoring.score(i, pod, shape, res.numa_count)
             if best_placement is None or total > best_placement.score:
                 best_placement = Placement(i, c.nodes[i].name, res.numa_count, total)
         if best_placement is None:
             return None, reason, checks
         return best_placement, None, checks
-
-    def _tight_bounds(self, pod: Pod, idx: np.ndarray[Any, Any], bound: Any) -> np.ndarray[Any, Any]:
-        """Per candidate position, the weighted NUMA score bound from the free amounts now."""
-        numa = self.profile.numa_score
-        assert numa is not None and self.prefilter is not None
-        w = self.profile.numa_weight
-        fewest = self.prefilter.min_numa_nodes_now(pod, idx)
-        by_k = {int(k): w * numa.bound(int(k), self.cluster.max_numa) for k in np.unique(fewest)}
-        out: np.ndarray[Any, Any] = np.minimum(
-            bound[idx], np.array([by_k[int(k)] for k in fewest], dtype=np.float64)
-        )
-        return out
-
-    def _numa_score(self, i: int, pod: Pod, shape: Any, count: int) -> int:
-        """The profile's NUMA score of node ``i`` (a node-aware score is cached per node
-        version and pod shape, like the filter)."""
-        numa = self.profile.numa_score
-        assert numa is not None
-        if not numa.node_aware:  # a function of the count alone (absolute scores)
-            score = self._score_of_count.get(count)
-            if score is None:
-                score = self._score_of_count[count] = numa.scores((count,), self.cluster.max_numa)[0]
-            return score
-        version = int(self.cluster.version[i])
-        hit = self._score_cache[i].get(shape)
-        if hit is not None and hit[0] == version:
-            return hit[1]
-        score = numa.score_on(self.cluster.nodes[i].node, pod, count, self.cluster.max_numa)
-        self._score_cache[i][shape] = (version, score)
-        return score
-
-    def _numa_bounds(self, pod: Pod, shape: Any) -> np.ndarray[Any, Any]:
-        """Per node, the highest weighted NUMA score the pod could get there.
-
-        A pod that gets NUMA-bound resources on a node (exclusive CPUs, static memory,
-        devices with topology) uses at least one NUMA node there; one that gets none scores
-        100 for sure.
-        """
-        hit = self._bounds.get(shape)
-        if hit is not None:
-            return hit
-        assert self._demand_model is not None and self.profile.numa_score is not None
-        numa = self.profile.numa_score
-        c = self.cluster
-        out = np.empty(len(c.nodes), dtype=np.float64)
-        for members in self._rules_groups():
-            node = c.nodes[int(members[0])].node
-            fewest = self._demand_model.min_numa_nodes(node, pod)
-            top = numa.bound(fewest, c.max_numa)
-            by_rules = numa.rules_bound(node, pod)
-            if by_rules is not None:
-                top = min(top, by_rules)
-            out[members] = float(top) * self.profile.numa_weight
-        self._bounds[shape] = out
-        # the same bound on every node (one machine, or machines alike): its maximum over
-        # any candidates is that value
-        self._bound_uniform[shape] = float(out[0]) if out.size and bool((out == out[0]).all()) else None
-        return out
-
-    def _rules_groups(self) -> list[np.ndarray[Any, Any]]:
-        """The cluster's nodes by machine object, policy and scope (what
-        :meth:`~numalign.scheduler.scorers.NumaScore.rules_bound` reads), made once."""
-        if self._by_rules is None:
-            c = self.cluster
-            split: dict[tuple[int, Any, Any], list[int]] = {}
-            for members in c.groups:
-                for i in members.tolist():
-                    node = c.nodes[i].node
-                    split.setdefault((id(node.machine), node.node_policy, node.node_scope), []).append(i)
-            self._by_rules = [np.array(v, dtype=np.int64) for v in split.values()]
-        return self._by_rules
 
     def schedule(self, pod: Pod) -> Outcome:
         """Select a node, bind, and let the node admit (the kubelet's decision)."""
@@ -660,23 +622,3 @@ class Scheduler:
         self.cluster.unbind(node, pod)
         if self.prefilter is not None:
             self.prefilter.refresh(node)
-
-
-
-
-def _best_first(idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any], head: int = 32) -> Iterator[int]:
-    """Positions of ``idx`` by score, best first, ties by node index - lazily.
-
-    The walk usually stops after a few nodes, so only the nodes scoring at least the
-    ``head``-th best score are sorted first (an exact prefix of the full order); the rest is
-    sorted only if the walk gets there.
-    """
-    n = scores.size
-    if n <= 2 * head:
-        yield from (int(j) for j in np.lexsort((idx, -scores)))
-        return
-    kth = np.partition(scores, n - head)[n - head]
-    top = np.flatnonzero(scores >= kth)
-    yield from (int(j) for j in top[np.lexsort((idx[top], -scores[top]))])
-    rest = np.flatnonzero(scores < kth)
-    yield from (int(j) for j in rest[np.lexsort((idx[rest], -scores[rest]))])
