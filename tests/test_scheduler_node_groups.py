@@ -198,8 +198,12 @@ def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
             if not res.passed:
                 continue
             got = score.score_on(n, pod, res.numa_count, 2)
-            for bound in (score.node_bound(n, pod), score.pod_bound(pod), score.rules_bound(n, pod)):
+            node_bound, rules_bound = score.node_bound(n, pod), score.rules_bound(n, pod)
+            for bound in (node_bound, score.pod_bound(pod), rules_bound):
                 assert bound is None or got <= bound, (name, n.machine.name, pod.shape)
+            # the machine's bound (any state) is never below the node's (this state)
+            assert rules_bound is None or node_bound is None or node_bound <= rules_bound
+            assert rules_bound is None or rules_bound == score.rules_bound(Node(n.machine), pod)
 
 
 @settings(max_examples=200, deadline=None)

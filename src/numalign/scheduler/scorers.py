@@ -357,6 +357,22 @@ class NrtLeastNumaNodes(NumaScore):
             return None
         return nrt_scores.normalize_score(1, True)
 
+    def rules_bound(self, node: Node, pod: Pod) -> int | None:
+        """For such a pod, :meth:`node_bound` over the zones' allocatable amounts, which is
+        what they publish as available with nothing held: a zone never publishes more, and
+        :func:`~numalign.scheduler.nrt_scores.fewest_zones` needs no more zones for larger
+        amounts, so no state of the machine needs fewer. It reads the machine and the scope
+        only."""
+        if self.pod_bound(pod) is None:
+            return None
+        zones = [NumaZone(nid, {r: (v * 1000 if r == "cpu" else v) for r, v in amounts.allocatable.items()})
+                 for nid, amounts in numa_amounts(node).items()]
+        if node.node_scope is Scope.POD:
+            fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod))
+        else:
+            fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req) for req in _container_requests(pod))
+        return nrt_scores.normalize_score(max(1, fewest), True)
+
     def node_bound(self, node: Node, pod: Pod) -> int | None:
         """For such a pod, :func:`~numalign.scheduler.nrt_scores.fewest_zones` of the
         node's zones: no combination of fewer zones holds the request (pod scope) or the largest
