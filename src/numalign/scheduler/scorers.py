@@ -295,8 +295,11 @@ class NrtZoneScore(NumaScore):
         return nrt_scores.MAX_NODE_SCORE
 
     def node_bound(self, node: Node, pod: Pod) -> int | None:
-        """Exactly 0 on a node that is not ``single-numa-node`` (for a Guaranteed pod)."""
-        return self.rules_bound(node, pod)
+        """The score itself: :meth:`score_on` reads the zones, the policy, the scope and the
+        pod, never the NUMA count the filter found, so it needs no filter run (0 in place of
+        a negative score, which would read as a refusal; the score is ``int64(NaN)`` where
+        BalancedAllocation has a single resource to weigh)."""
+        return max(0, self.score_on(node, pod, 0, 0))
 
     def rules_bound(self, node: Node, pod: Pod) -> int | None:
         """Exactly 0 on a node that is not ``single-numa-node``, for a Guaranteed pod:
