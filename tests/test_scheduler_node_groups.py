@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from numa2_template import numa2_template
 from numalign.node.admission import Node
+from numalign.node.plan_cache import PlanCache, known_decision_key
 from numalign.node.usage import _numa_amounts, numa_amounts, zones_key
 from numalign.pods import Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
@@ -124,27 +125,41 @@ def test_an_answer_that_names_the_pod_is_not_kept_for_others() -> None:
 # ------------------------------------------------------------------------- the caches under it
 
 
+@pytest.mark.parametrize("cached", [False, True])
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_zone_amounts_are_the_computed_ones(data: st.DataObject) -> None:
+def test_zone_amounts_are_the_computed_ones(cached: bool, data: st.DataObject) -> None:
     """After random admissions and releases, every node's cached zones are the computed ones
     (and the NRT scores' shared zones the built ones), and nodes with equal zone keys publish
-    equal zones."""
+    equal zones; also where the admissions go through a plan cache (the zones then keyed by
+    the states' decision keys it remembers)."""
     nodes = [Node(m) for _, m in NODES[:8]]
+    if cached:
+        shared = PlanCache()
+        for n in nodes:
+            n.plan_cache = shared
+    admitted_last: set[int] = set()  # nodes whose state an admission made
     for _ in range(data.draw(st.integers(1, 12))):
-        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
+        k = data.draw(st.integers(0, len(nodes) - 1))
+        n = nodes[k]
         if n.state.pods and data.draw(st.booleans()):
             n.release(data.draw(st.sampled_from(sorted(n.state.pods))))
+            admitted_last.discard(k)
         else:
             base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
-            n.admit(base.replace(uid=f"z{len(n.state.pods)}-{id(n)}", name=f"z{id(n)}-{len(n.state.pods)}"))
+            if n.admit(base.replace(uid=f"z{len(n.state.pods)}-{id(n)}", name=f"z{id(n)}-{len(n.state.pods)}")).admitted:
+                admitted_last.add(k)
     seen: dict[Any, Any] = {}
-    for n in nodes:
+    for k, n in enumerate(nodes):
         fresh = _numa_amounts(n.machine, n.state, n.reserved_cpus)
         assert numa_amounts(n) == fresh
         assert list(published_zones(n)) == nrt_zones(n)  # the NRT scores' shared zones
         key = zones_key(n)
         assert seen.setdefault(key, fresh) == fresh
+        decided = known_decision_key(n.state)
+        if cached and k in admitted_last:  # a plan cache's admission: keyed by its decision key
+            assert decided is not None
+        assert decided is None or decided in key
 
 
 _ZONE = st.fixed_dictionaries({"cpu": st.integers(0, 8000), "memory": st.integers(0, 8), "gpu": st.integers(0, 2)})

@@ -75,6 +75,13 @@ def _decision_key(state: NodeState) -> _Key:
     return _remember(state, _Key(decision_key(state.cpu, state.memory, state.devices)))
 
 
+def known_decision_key(state: NodeState) -> Hashable | None:
+    """The decision key remembered for ``state`` (one object per distinct key, hashed once), or
+    None when none is: never computed here."""
+    hit = _STATE_KEYS.get(id(state))
+    return hit[1] if hit is not None and hit[0]() is state else None
+
+
 def share_decision_key(state: NodeState, copy: NodeState) -> None:
     """Remember for ``copy``, a copy of ``state`` with nothing changed since (a cluster's fresh
     nodes copy their machine's first node's empty state), the decision key of ``state``: computed
@@ -157,4 +164,4 @@ class PlanCache:
         return out
 
 
-__all__ = ["CachedPlan", "PlanCache", "plan_key", "share_decision_key", "state_key"]
+__all__ = ["CachedPlan", "PlanCache", "known_decision_key", "plan_key", "share_decision_key", "state_key"]

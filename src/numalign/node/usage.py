@@ -41,6 +41,7 @@ from numalign.node.holdings import cpus_numa_nodes as cpus_numa_nodes
 from numalign.node.holdings import pod_numa_nodes as pod_numa_nodes
 from numalign.node.holdings import pod_usage as pod_usage
 from numalign.node.holdings import pods_usage as pods_usage
+from numalign.node.plan_cache import known_decision_key
 from numalign.node.state import NodeState, PodRecord
 from numalign.pods import (
     ContainerKind,
@@ -87,7 +88,9 @@ class ZoneAmounts:
 def zones_key(node: NodeView) -> Hashable:
     """Everything :func:`numa_amounts` reads of a node, as one value: the machine (by
     identity), the reserved CPUs, the CPUs held, the memory tables' allocatable and free amounts
-    per NUMA node and resource, the devices in use. Nodes with equal keys publish equal zones.
+    per NUMA node and resource, the devices in use - the last two as the state's decision key
+    when the plan cache has one for it (:func:`~numalign.node.plan_cache.known_decision_key`,
+    which holds both), else as such. Nodes with equal keys publish equal zones.
     Computed once per node state (kept by the state's identity: a state a node holds is never
     changed in place - admission, release and observed usage make new states, see
     :mod:`numalign.node.plan_cache`)."""
@@ -117,9 +120,13 @@ def _state_entry(node: NodeView) -> _StateZones:
     hit = _ZONES_KEYS.get(id(st))
     if hit is not None and hit.state() is st and hit.machine is m and hit.reserved == reserved:
         return hit
-    memory = tuple((n, r, t.allocatable, t.free) for n, ns in st.memory.machine_state.items()
-                   for r, t in ns.memory_map.items())  # what MemoryState.amounts answers from
-    key = (id(m), reserved, st.cpu.assigned_cpus(), memory, st.devices.taken())
+    decided = known_decision_key(st)
+    if decided is not None:  # it holds the memory tables and the devices in use (and more)
+        key: Hashable = (id(m), reserved, st.cpu.assigned_cpus(), decided)
+    else:
+        memory = tuple((n, r, t.allocatable, t.free) for n, ns in st.memory.machine_state.items()
+                       for r, t in ns.memory_map.items())  # what MemoryState.amounts answers from
+        key = (id(m), reserved, st.cpu.assigned_cpus(), memory, st.devices.taken())
     return remember(_ZONES_KEYS, id(st), _StateZones(st, m, reserved, key), AMOUNTS_SIZE)
 
 
