@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from numalign.engine.policies import Policy, Scope
 from numalign.memo import remember
-from numalign.node.usage import numa_amounts, zones_of
+from numalign.node.usage import Zones, numa_amounts, zones_of
 from numalign.pods import QOSClass, effective_pod_requests
 from numalign.scheduler import nrt_scores
 from numalign.scheduler.nrt_requests import nrt_pod_requests
@@ -256,19 +256,32 @@ _ZONE_SCORES: dict[Hashable, int] = {}
 ZONE_SCORES_SIZE = 1 << 16
 
 
-def _remembered_zone_score(strategy: str, weights: tuple[tuple[str, int], ...]) -> nrt_scores.ZoneScoreFn:
-    """The strategy's zone score (:data:`~numalign.scheduler.nrt_scores.ZONE_STRATEGIES`),
-    remembered per request and zone amounts (in their order, as the strategy reads them)."""
-    fn = nrt_scores.ZONE_STRATEGIES[strategy]
+def _zone_items(held: Zones, zones: Sequence[NumaZone]) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """Each published zone's amounts as a tuple of pairs (in their order, as the strategies read
+    them): part of the zone scores' memo key, made once per node state's zones."""
+    got = held.derived.get("nrt_zone_items")
+    if got is None:
+        got = tuple(tuple(z.resources.items()) for z in zones)
+        held.remember("nrt_zone_items", got)
+    return cast("tuple[tuple[tuple[str, int], ...], ...]", got)
 
-    def score(requested: Mapping[str, int], zone: Mapping[str, int], w: Mapping[str, int]) -> int:
-        key = (strategy, weights, tuple(requested.items()), tuple(zone.items()))
+
+def _lowest_zone_score(strategy: str, weights: tuple[tuple[str, int], ...], requested: Mapping[str, int],
+                       zones: Sequence[NumaZone], zone_items: Sequence[tuple[tuple[str, int], ...]]) -> int:
+    """:func:`~numalign.scheduler.nrt_scores.score_for_each_numa` of the strategy (the smallest
+    non-zero zone score), each zone score remembered per request and zone amounts
+    (:data:`_ZONE_SCORES`)."""
+    fn = nrt_scores.ZONE_STRATEGIES[strategy]
+    asked = tuple(requested.items())
+    low = 0
+    for z, items in zip(zones, zone_items, strict=True):
+        key = (strategy, weights, asked, items)
         got = _ZONE_SCORES.get(key)
         if got is None:
-            got = remember(_ZONE_SCORES, key, fn(requested, zone, w), ZONE_SCORES_SIZE)
-        return got
-
-    return score
+            got = remember(_ZONE_SCORES, key, fn(requested, z.resources, dict(weights)), ZONE_SCORES_SIZE)
+        if low == 0 or (got != 0 and got < low):
+            low = got
+    return low
 
 
 @dataclass(frozen=True)
@@ -319,13 +332,16 @@ class NrtZoneScore(NumaScore):
         got = held.derived.get(key)
         if got is not None:
             return cast(int, got)
-        fn = _remembered_zone_score(self.strategy, self.weights)
-        weights = dict(self.weights)
+        # nrt_scores' pod_scope_score / container_scope_score, the zone scores remembered
         zones = published_zones(node)
+        items = _zone_items(held, zones)
         if node.node_scope is Scope.POD:
-            score = nrt_scores.pod_scope_score(effective_pod_requests(pod), zones, fn, weights)
+            score = _lowest_zone_score(self.strategy, self.weights, effective_pod_requests(pod), zones, items)
+        elif not pod.containers:
+            score = nrt_scores.container_scope_score([], zones, nrt_scores.ZONE_STRATEGIES[self.strategy], {})
         else:
-            score = nrt_scores.container_scope_score(_container_requests(pod), zones, fn, weights)
+            lows = [_lowest_zone_score(self.strategy, self.weights, c.requests, zones, items) for c in pod.containers]
+            score = int(sum(lows) / len(lows))
         held.remember(key, score)
         return score
 
