@@ -331,13 +331,24 @@ class Scheduler:
             # (:meth:`NodeGroups.bound`) replaces the common one when it comes up first, so only
             # groups that can still win have it read. A group is asked once nothing left can
             # total more than its bound, and the walk ends when nothing left can beat the best
-            # total (or equal it earlier in walk order): the first group of highest total.
+            # total (or equal it earlier in walk order): the first group of highest total. A
+            # group's own bound already known (another pod of the shape read it) is its key from
+            # the start, as if it had come up (one with a negative one refuses: not walked).
             head_bound = self.numa_scoring.bounds(pod, shape)[head_idx]
             own = numa.pod_bound(pod)
             if own is not None:
                 np.minimum(head_bound, float(w * own), out=head_bound)
-            heap = [(-(s + top), j, False)
-                    for j, (s, top) in enumerate(zip(head_scores.tolist(), head_bound.tolist(), strict=True))]
+            bounds = table.bounds
+            for j, (s, top, number) in enumerate(zip(head_scores.tolist(), head_bound.tolist(),
+                                                     head_numbers.tolist(), strict=True)):
+                if number not in bounds:
+                    heap.append((-(s + top), j, False))
+                    continue
+                mine = bounds[number]
+                if mine is None:
+                    heap.append((-(s + top), j, True))
+                elif mine >= 0:
+                    heap.append((-min(s + top, s + w * mine), j, True))
             heapq.heapify(heap)
         best: Placement | None = None
         best_total = 0.0
