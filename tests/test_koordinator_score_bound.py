@@ -109,19 +109,28 @@ def _least(requested: int, allocatable: int) -> int:
 _AMOUNT = st.integers(0, 64)
 
 
+def _draw_sets(data: st.DataObject, max_numa: int, min_cpu_weight: int) -> tuple[
+        list[int], dict[str, int], dict[int, dict[str, int]], dict[int, dict[str, int]], dict[str, int],
+        dict[str, int], list[tuple[int, ...]]]:
+    """Random NUMA node ids (1 to ``max_numa``), weights, per-node allocatable and ``before``,
+    a request, maybe a fixed cpu ``before``, and every non-empty subset of the ids."""
+    ids = list(range(data.draw(st.integers(1, max_numa))))
+    weights = {"cpu": data.draw(st.integers(min_cpu_weight, 3)), "memory": data.draw(st.integers(1, 3))}
+    alloc = {i: {r: data.draw(_AMOUNT) for r in weights} for i in ids}
+    before = {i: {r: data.draw(st.integers(-4, 64)) for r in weights} for i in ids}
+    request = {r: data.draw(st.integers(0, 32)) for r in weights}
+    fixed = {"cpu": data.draw(st.integers(0, 128))} if data.draw(st.booleans()) else {}
+    subsets = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k)]
+    return ids, weights, alloc, before, request, fixed, subsets
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_the_per_resource_search_is_the_best_subset(data: st.DataObject) -> None:
     """:func:`best_ratio_score` is the best LeastAllocated score of one resource over every
     non-empty subset, and :func:`numa_set_bound` without candidates is at least every subset's
     Score (exact when it enumerates)."""
-    ids = list(range(data.draw(st.integers(1, 7))))
-    weights = {"cpu": data.draw(st.integers(1, 3)), "memory": data.draw(st.integers(1, 3))}
-    alloc = {i: {r: data.draw(_AMOUNT) for r in weights} for i in ids}
-    before = {i: {r: data.draw(st.integers(-4, 64)) for r in weights} for i in ids}
-    request = {r: data.draw(st.integers(0, 32)) for r in weights}
-    fixed = {"cpu": data.draw(st.integers(0, 128))} if data.draw(st.booleans()) else {}
-    subsets = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k)]
+    ids, weights, alloc, before, request, fixed, subsets = _draw_sets(data, max_numa=7, min_cpu_weight=1)
     for r in weights:
         scored = [_least((fixed[r] if r in fixed else sum(before[i][r] for i in c)) + request[r],
                          sum(alloc[i][r] for i in c)) for c in subsets if sum(alloc[i][r] for i in c) > 0]
@@ -240,13 +249,7 @@ def test_the_bound_over_kept_sums_is_the_best_subset(data: st.DataObject) -> Non
     sets, with or without a fixed ``before``."""
     from numalign.modes.koordinator.score_bound import best_of_sums
 
-    ids = list(range(data.draw(st.integers(1, 5))))
-    weights = {"cpu": data.draw(st.integers(0, 3)), "memory": data.draw(st.integers(1, 3))}
-    alloc = {i: {r: data.draw(_AMOUNT) for r in weights} for i in ids}
-    before = {i: {r: data.draw(st.integers(-4, 64)) for r in weights} for i in ids}
-    request = {r: data.draw(st.integers(0, 32)) for r in weights}
-    fixed = {"cpu": data.draw(st.integers(0, 128))} if data.draw(st.booleans()) else {}
-    subsets = [c for k in range(1, len(ids) + 1) for c in itertools.combinations(ids, k)]
+    _, weights, alloc, before, request, fixed, subsets = _draw_sets(data, max_numa=5, min_cpu_weight=0)
     sets = data.draw(st.lists(st.sampled_from(subsets), max_size=6))
     rs = list(weights)
     sums = [(tuple(sum(alloc[i][r] for i in c) for r in rs), tuple(sum(before[i][r] for i in c) for r in rs))

@@ -191,14 +191,8 @@ class Cluster:
         return vec
 
     def fits(self, vec: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """kube-scheduler NodeResourcesFit over every node at once (column by column, on the
-        free amounts kept per column: no copy of the requested columns)."""
-        ok: npt.NDArray[np.bool_] | None = None
-        by_col = self._free_by_col
-        for col in np.flatnonzero(vec > 0).tolist():
-            here = by_col[col] >= vec[col]
-            ok = here if ok is None else np.logical_and(ok, here, out=ok)
-        return np.ones(len(self.nodes), dtype=np.bool_) if ok is None else ok
+        """kube-scheduler NodeResourcesFit over every node at once."""
+        return self.fits_range(vec, 0, len(self.nodes))
 
     def any_fits(self, vec: npt.NDArray[np.int64]) -> bool:
         """``fits(vec).any()``: whether some node has ``vec`` free. The answer is kept per
@@ -224,16 +218,9 @@ class Cluster:
                             return True
                     self._any_fits[key] = (now, -1, 0)
                 return False
-        ok: npt.NDArray[np.bool_] | None = None
-        by_col = self._free_by_col
-        for col in np.flatnonzero(vec).tolist():
-            here = by_col[col] >= vec[col]
-            ok = here if ok is None else np.logical_and(ok, here, out=ok)
-        if ok is None:
-            witness = 0 if self.nodes else -1
-        else:
-            first = int(ok.argmax()) if ok.size else 0
-            witness = first if ok.size and bool(ok[first]) else -1
+        ok = self.fits(vec)
+        first = int(ok.argmax()) if ok.size else 0
+        witness = first if ok.size and bool(ok[first]) else -1
         if len(self._any_fits) >= VECTORS_KEPT:
             self._any_fits.clear()
         self._any_fits[key] = (now, witness, int(self.version[witness]) if witness >= 0 else 0)
@@ -248,12 +235,13 @@ class Cluster:
         self._log.append(i)
 
     def fits_range(self, vec: npt.NDArray[np.int64], a: int, b: int) -> npt.NDArray[np.bool_]:
-        """:meth:`fits` for the nodes ``a .. b-1`` only."""
-        free = self.free
+        """:meth:`fits` for the nodes ``a .. b-1`` only: column by column, on the free amounts
+        kept per column (contiguous slices, no copy of the requested columns)."""
+        by_col = self._free_by_col
         ok: npt.NDArray[np.bool_] | None = None
-        for col in np.flatnonzero(vec):
-            here = free[a:b, col] >= vec[col]
-            ok = here if ok is None else ok & here
+        for col in np.flatnonzero(vec > 0).tolist():
+            here = by_col[col, a:b] >= vec[col]
+            ok = here if ok is None else np.logical_and(ok, here, out=ok)
         return np.ones(b - a, dtype=np.bool_) if ok is None else ok
 
     def bind(self, i: int, pod: Pod, vec: npt.NDArray[np.int64]) -> None:

@@ -173,14 +173,19 @@ ZONE_STRATEGIES: dict[str, ZoneScoreFn] = {
 }
 
 
-def score_for_each_numa(requested: Amounts, zones: Sequence[NumaZone], fn: ZoneScoreFn, weights: Mapping[str, int]) -> int:
-    """``scoreForEachNUMANode``: the smallest non-zero zone score (0 if every zone scores 0)."""
+def lowest_non_zero(scores: Iterable[int]) -> int:
+    """``scoreForEachNUMANode``'s choice among the zone scores: the smallest non-zero one (0 if
+    every zone scores 0)."""
     low = 0
-    for z in zones:
-        s = fn(requested, z.resources, weights)
+    for s in scores:
         if low == 0 or (s != 0 and s < low):
             low = s
     return low
+
+
+def score_for_each_numa(requested: Amounts, zones: Sequence[NumaZone], fn: ZoneScoreFn, weights: Mapping[str, int]) -> int:
+    """``scoreForEachNUMANode``: the smallest non-zero zone score (0 if every zone scores 0)."""
+    return lowest_non_zero(fn(requested, z.resources, weights) for z in zones)
 
 
 def pod_scope_score(effective: Amounts, zones: Sequence[NumaZone], fn: ZoneScoreFn, weights: Mapping[str, int]) -> int:
@@ -191,9 +196,14 @@ def container_scope_score(
     containers: Sequence[Amounts], zones: Sequence[NumaZone], fn: ZoneScoreFn, weights: Mapping[str, int]
 ) -> int:
     """The integer part of the mean over all containers (init then app) of their node score."""
-    if not containers:
+    return container_mean([score_for_each_numa(c, zones, fn, weights) for c in containers])
+
+
+def container_mean(scores: Sequence[int]) -> int:
+    """The container scope's node score from the containers' scores: ``int64(stat.Mean(...))``,
+    the integer part of their mean (``int64(NaN)`` for no container)."""
+    if not scores:
         return _go_int64_of_nan()  # stat.Mean of nothing is NaN
-    scores = [score_for_each_numa(c, zones, fn, weights) for c in containers]
     return int(sum(scores) / len(scores))
 
 

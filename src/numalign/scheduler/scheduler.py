@@ -35,8 +35,9 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -312,19 +313,19 @@ class Scheduler:
         if scores is None:  # the node scores of the candidates kept only
             scores = self._node_scores(idx, vec)
         checks = 0
-        if numa is None and kept is not None:  # a walk over many candidates, without a NUMA score
-            found, checks = self._first_passing(pod, table, local, idx, scores, numbers)
+        if numa is None and kept is not None:  # a walk over many candidates: the best few first
+            look = islice(_best_first(idx, scores), FIRST_PASSING_LOOK)
+            found, checks = self._first_passing(pod, table, local, look, idx, scores, numbers)
             if found is not None:
                 return found, None, checks
         head_scores, head_idx, head_numbers, head_last = group_heads(idx, scores, numbers)
         heap: list[tuple[float, int, bool]] = []
-        if numa is None:  # the first group that passes, in walk order, is the choice
-            for j, number in enumerate(head_numbers.tolist()):
-                got, ran = self._group_answer(table, local, number, int(head_idx[j]), pod)
-                checks += ran
-                if got.result.passed:
-                    i = int(head_idx[j])
-                    return Placement(i, c.nodes[i].name, got.result.numa_count, float(head_scores[j])), None, checks
+        if numa is None:  # the groups' first candidates, in walk order
+            found, ran = self._first_passing(pod, table, local, range(head_idx.size), head_idx, head_scores,
+                                             head_numbers)
+            checks += ran
+            if found is not None:
+                return found, None, checks
         else:
             # groups by the most they can total (node score plus NUMA score bound: its first
             # candidate's, whose answers are the group's), then walk order; a group's own bound
@@ -388,16 +389,16 @@ class Scheduler:
             return None, local[last].result.reason, checks
         return best, None, checks
 
-    def _first_passing(self, pod: Pod, table: ShapeTable, local: dict[int, Answer], idx: np.ndarray[Any, Any],
-                       scores: np.ndarray[Any, Any], numbers: np.ndarray[Any, Any]) -> tuple[Placement | None, int]:
+    def _first_passing(self, pod: Pod, table: ShapeTable, local: dict[int, Answer], positions: Iterable[int],
+                       idx: np.ndarray[Any, Any], scores: np.ndarray[Any, Any],
+                       numbers: np.ndarray[Any, Any]) -> tuple[Placement | None, int]:
         """Without a NUMA score, the first candidate in walk order whose group passes is the
-        choice: it is that group's first candidate, and every group before it refuses. Looked for
-        among the first :data:`FIRST_PASSING_LOOK` candidates in walk order, each group asked on
-        its first one (as the walk by groups asks it); None past them. With the filter runs."""
+        choice: it is that group's first candidate, and every group before it refuses. Looked
+        for at ``positions`` (candidates in walk order: the best few, or the groups' first
+        candidates), each group asked on its first one there (as the walk by groups asks it);
+        None if none passes. With the filter runs."""
         checks = 0
-        for n, j in enumerate(_best_first(idx, scores)):
-            if n >= FIRST_PASSING_LOOK:
-                break
+        for j in positions:
             i = int(idx[j])
             answer, ran = self._group_answer(table, local, int(numbers[j]), i, pod)
             checks += ran

@@ -212,11 +212,14 @@ def nrt_zones(node: Node) -> list[NumaZone]:
     SLIT distances as costs (none published when the machine has no distance table)."""
     m = node.machine
     costs = m.distances if m.has_distances else {}
-    zones = []
-    for nid, amounts in numa_amounts(node).items():
-        res = {r: (v * 1000 if r == "cpu" else v) for r, v in amounts.available.items()}
-        zones.append(NumaZone(nid, res, dict(costs.get(nid, {}))))
-    return zones
+    return [NumaZone(nid, _published_units(amounts.available), dict(costs.get(nid, {})))
+            for nid, amounts in numa_amounts(node).items()]
+
+
+def _published_units(amounts: Mapping[str, int]) -> dict[str, int]:
+    """Zone amounts in the NRT scores' units: cpu in millicores (see
+    :mod:`numalign.scheduler.nrt_scores`), everything else as it is."""
+    return {r: (v * 1000 if r == "cpu" else v) for r, v in amounts.items()}
 
 
 #: :func:`nrt_zones` by (machine identity, :func:`~numalign.node.usage.available_key`), with
@@ -273,15 +276,15 @@ def _lowest_zone_score(strategy: str, weights: tuple[tuple[str, int], ...], requ
     (:data:`_ZONE_SCORES`)."""
     fn = nrt_scores.ZONE_STRATEGIES[strategy]
     asked = tuple(requested.items())
-    low = 0
-    for z, items in zip(zones, zone_items, strict=True):
+
+    def zone_score(z: NumaZone, items: tuple[tuple[str, int], ...]) -> int:
         key = (strategy, weights, asked, items)
         got = _ZONE_SCORES.get(key)
         if got is None:
             got = remember(_ZONE_SCORES, key, fn(requested, z.resources, dict(weights)), ZONE_SCORES_SIZE)
-        if low == 0 or (got != 0 and got < low):
-            low = got
-    return low
+        return got
+
+    return nrt_scores.lowest_non_zero(zone_score(z, items) for z, items in zip(zones, zone_items, strict=True))
 
 
 @dataclass(frozen=True)
@@ -337,13 +340,25 @@ class NrtZoneScore(NumaScore):
         items = _zone_items(held, zones)
         if node.node_scope is Scope.POD:
             score = _lowest_zone_score(self.strategy, self.weights, effective_pod_requests(pod), zones, items)
-        elif not pod.containers:
-            score = nrt_scores.container_scope_score([], zones, nrt_scores.ZONE_STRATEGIES[self.strategy], {})
         else:
-            lows = [_lowest_zone_score(self.strategy, self.weights, c.requests, zones, items) for c in pod.containers]
-            score = int(sum(lows) / len(lows))
+            score = nrt_scores.container_mean([_lowest_zone_score(self.strategy, self.weights, c.requests, zones,
+                                                                  items) for c in pod.containers])
         held.remember(key, score)
         return score
+
+
+def _zone_count_bound(node: Node, pod: Pod, zones: Sequence[NumaZone],
+                      descending: Mapping[str, Sequence[int]] | None) -> int:
+    """LeastNUMANodes' score for the fewest of ``zones`` that can hold the pod's request (pod
+    scope) or its largest container's (container scope: containers only take from the zones,
+    so each needs at least as many zones as on the full ones), with the distance bonus: no
+    combination of fewer zones holds it (:func:`~numalign.scheduler.nrt_scores.fewest_zones`;
+    ``descending``: its sorted amounts, when kept)."""
+    if node.node_scope is Scope.POD:
+        fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod), descending)
+    else:
+        fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req, descending) for req in _container_requests(pod))
+    return nrt_scores.normalize_score(max(1, fewest), True)
 
 
 @dataclass(frozen=True)
@@ -384,13 +399,8 @@ class NrtLeastNumaNodes(NumaScore):
         only."""
         if self.pod_bound(pod) is None:
             return None
-        zones = [NumaZone(nid, {r: (v * 1000 if r == "cpu" else v) for r, v in amounts.allocatable.items()})
-                 for nid, amounts in numa_amounts(node).items()]
-        if node.node_scope is Scope.POD:
-            fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod))
-        else:
-            fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req) for req in _container_requests(pod))
-        return nrt_scores.normalize_score(max(1, fewest), True)
+        zones = [NumaZone(nid, _published_units(amounts.allocatable)) for nid, amounts in numa_amounts(node).items()]
+        return _zone_count_bound(node, pod, zones, None)
 
     def node_bound(self, node: Node, pod: Pod) -> int | None:
         """For such a pod, :func:`~numalign.scheduler.nrt_scores.fewest_zones` of the
@@ -410,12 +420,7 @@ class NrtLeastNumaNodes(NumaScore):
         if descending is None:
             descending = nrt_scores.descending_amounts(zones)
             kept.remember("nrt_descending", descending)
-        largest = cast("dict[str, tuple[int, ...]]", descending)
-        if node.node_scope is Scope.POD:
-            fewest = nrt_scores.fewest_zones(pod.qos, zones, effective_pod_requests(pod), largest)
-        else:
-            fewest = max(nrt_scores.fewest_zones(pod.qos, zones, req, largest) for req in _container_requests(pod))
-        bound = nrt_scores.normalize_score(max(1, fewest), True)
+        bound = _zone_count_bound(node, pod, zones, cast("dict[str, tuple[int, ...]]", descending))
         kept.remember(key, bound)
         return bound
 

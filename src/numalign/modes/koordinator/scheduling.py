@@ -248,12 +248,8 @@ class KoordinatorNumaScore(NumaScore):
         amounts = score_amounts(node, self.weights)
         parts = _pod_parts(pod, amounts)
         weights = tuple(self.weights[r] for r in amounts.resources)
-        cpu_at = [r == CPU for r in amounts.resources]
         score = self._resource_score
-
-        def fixed(held: bool) -> list[int | None]:  # with a cpuset: every bound CPU counts
-            return [amounts.bound_cpus if held and is_cpu else None for is_cpu in cpu_at]
-
+        fixed = amounts.fixed_before
         best: int | None = None
         if policy is Policy.NONE or not parts.exclusive:  # the node-level Score
             whole = amounts.node_level()
@@ -303,9 +299,9 @@ class KoordinatorNumaScore(NumaScore):
         on = amounts.node_level() if policy is Policy.NONE or not used else amounts.sums(sorted(used))
         # a cpuset (the pod's record holds a container with exclusive CPUs): every bound CPU
         held = pod.uid in planned.pods and any(planned.cpu.pod_cpus(pod.uid).values())
-        fixed = [amounts.bound_cpus if held and r == CPU else None for r in amounts.resources]
         got = best_of_sums(((on.alloc, on.before),), [req.get(r, 0) for r in amounts.resources],
-                           [self.weights[r] for r in amounts.resources], fixed, self._resource_score)
+                           [self.weights[r] for r in amounts.resources], amounts.fixed_before(held),
+                           self._resource_score)
         assert got is not None
         return got
 

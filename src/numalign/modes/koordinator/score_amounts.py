@@ -68,6 +68,11 @@ class ScoreAmounts:
     single_numa_devices: bool
     _subsets: dict[bool, tuple[SubsetSums, ...]] = field(default_factory=dict, compare=False, repr=False)
 
+    def fixed_before(self, cpuset: bool) -> list[int | None]:
+        """Per weighted resource, the Score's ``before`` a cpuset fixes (every bound CPU, for
+        cpu, when the pod holds a cpuset), else None: the set's own sum."""
+        return [self.bound_cpus if cpuset and r == CPU else None for r in self.resources]
+
     def node_level(self) -> SubsetSums:
         """The whole node as one set: node allocatable, node-level requests (no free amounts)."""
         return SubsetSums((), tuple(self.allocatable[r] for r in self.resources),

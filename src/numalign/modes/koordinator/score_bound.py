@@ -39,11 +39,15 @@ ResourceScore = Callable[[int, int], int]
 
 def weighted(scores: Mapping[str, int], weights: Mapping[str, int]) -> int:
     """The Score's weighted integer mean over the resources that have a score."""
+    return _weighted_mean((scores[r], w) for r, w in weights.items() if r in scores)
+
+
+def _weighted_mean(scored: Iterable[tuple[int, int]]) -> int:
+    """The Score's weighted integer mean of ``(score, weight)`` pairs (0 without a weight)."""
     total = weight_sum = 0
-    for r, w in weights.items():
-        if r in scores:
-            total += scores[r] * w
-            weight_sum += w
+    for s, w in scored:
+        total += s * w
+        weight_sum += w
     return total // weight_sum if weight_sum else 0
 
 
@@ -66,13 +70,8 @@ def sums_score(alloc: Sequence[int], before: Sequence[int], fixed: Sequence[int 
     """The Score of a set of NUMA nodes given per resource (all in one order) as its summed
     allocatable and ``before``, the resource's fixed ``before`` or None, the pod's request and
     the weight: :func:`weighted` over the resources with an allocatable."""
-    total = weight_sum = 0
-    for a, b, f, q, w in zip(alloc, before, fixed, request, weights, strict=True):
-        if a == 0:
-            continue
-        total += score((b if f is None else f) + q, a) * w
-        weight_sum += w
-    return total // weight_sum if weight_sum else 0
+    return _weighted_mean((score((b if f is None else f) + q, a), w)
+                          for a, b, f, q, w in zip(alloc, before, fixed, request, weights, strict=True) if a != 0)
 
 
 def best_ratio_score(
