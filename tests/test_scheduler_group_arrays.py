@@ -197,3 +197,48 @@ def test_walk_over_the_rest_decides_like_the_node_by_node_walk(profile: str, see
     assert rest_walks > 0  # pods wider than a NUMA node went on past the sample
     for x, y in zip(grouped.cluster.nodes, plain.cluster.nodes, strict=True):
         assert x.node.state.to_dict() == y.node.state.to_dict()
+
+
+def _snn_both_scopes() -> list[tuple[str, object]]:
+    """single-numa-node 2-NUMA nodes (zones of 7 and 8 allocatable CPUs), container scope and
+    pod scope in turn: the NRT filter's refusal reads "cannot align container c" on the
+    ones, "cannot align pod" on the others."""
+    template = numa2_template("single-numa-node", 4, 4, "ctr")
+    pod_scope = template["nodes"][1]
+    machine = pod_scope["machine"]
+    pod_scope["machine"] = {**machine, "name": "numa2-snn-pod",
+                            "kubelet": {**machine["kubelet"], "topologyManagerScope": "pod"}}
+    nodes = load_cluster(template, "scopes")
+    ctr, pod = nodes[:4], nodes[4:]
+    return [n for pair in zip(ctr, pod, strict=True) for n in pair]
+
+
+@pytest.mark.parametrize("profile", ["nrt-snn", "nrt-snn-least-numa", "nrt-snn-most-allocated"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), nodes_to_score=st.sampled_from([None, 3]))
+def test_sure_refusals_left_out_decide_like_the_node_by_node_walk(profile: str, seed: int,
+                                                                  nodes_to_score: int | None) -> None:
+    """Pods wider than any zone's allocatable CPUs are refused by every node whatever it holds
+    (the grouped walk leaves such nodes out), 8-CPU pods only by the nodes whose zones filled
+    up: the same placements, reasons (the walk's last candidate's, which scope's wording) and
+    states as the node-by-node walk."""
+    nodes = _snn_both_scopes()
+    rng = random.Random(seed)
+    grouped = Scheduler(Cluster(nodes), get_profile(profile), nodes_to_score)
+    plain = Scheduler(Cluster(nodes), replace(get_profile(profile), node_key=None), nodes_to_score)
+    running: list[tuple[int, Pod]] = []
+    reasons: set[str] = set()
+    for step in range(50):
+        if running and rng.random() < 0.2:
+            node, pod = running.pop(rng.randrange(len(running)))
+            grouped.release(pod, node)
+            plain.release(pod, node)
+        pod = _cpu_pod(step, rng.choice([1, 2, 4, 7, 8, 8, 9, 12]))
+        a, b = grouped.schedule(pod), plain.schedule(pod)
+        assert (a.placement, a.admitted, a.reason) == (b.placement, b.admitted, b.reason), (profile, seed, step)
+        reasons.add(str(a.reason))
+        if a.admitted and a.placement is not None:
+            running.append((a.placement.node, pod))
+    assert {"cannot align pod", "cannot align container c"} & reasons  # refused everywhere at least once
+    for x, y in zip(grouped.cluster.nodes, plain.cluster.nodes, strict=True):
+        assert x.node.state.to_dict() == y.node.state.to_dict()

@@ -20,12 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from numa2_template import numa2_template
+from numalign.engine.policies import Scope
 from numalign.node.admission import Node
 from numalign.node.plan_cache import PlanCache, known_decision_key
 from numalign.node.usage import _numa_amounts, numa_amounts, zones_key
 from numalign.pods import Pod, QOSClass
 from numalign.scheduler import Cluster, Scheduler, get_profile
-from numalign.scheduler.filters import nrt_snn_filter
+from numalign.scheduler.filters import nrt_snn_filter, nrt_snn_refuses_always
 from numalign.scheduler.node_groups import NodeGroups, group_heads
 from numalign.scheduler.nrt_scores import (
     NumaZone,
@@ -219,6 +220,43 @@ def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
             # the machine's bound (any state) is never below the node's (this state)
             assert rules_bound is None or node_bound is None or node_bound <= rules_bound
             assert rules_bound is None or rules_bound == score.rules_bound(Node(n.machine), pod)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_sure_refusal_is_a_refusal_in_every_state(data: st.DataObject) -> None:
+    """Where ``nrt_snn_refuses_always`` says the filter refuses, it refuses, whatever the node
+    holds; the answer is the machine's (a fresh node of it gives the same)."""
+    nodes = [Node(m) for _, m in NODES]
+    for _ in range(data.draw(st.integers(0, 12))):
+        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
+        base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
+        n.admit(base.replace(uid=f"r{len(n.state.pods)}-{id(n)}", name=f"r{id(n)}-{len(n.state.pods)}"))
+    pod = POOL[data.draw(st.integers(0, len(POOL) - 1))]
+    for n in nodes:
+        sure = nrt_snn_refuses_always(n, pod)
+        assert sure == nrt_snn_refuses_always(Node(n.machine), pod), n.machine.name
+        if sure:
+            assert not nrt_snn_filter(n, pod).passed, (n.machine.name, pod.shape)
+
+
+def test_sure_refusals_are_the_refusals_of_a_fresh_node_in_pod_scope() -> None:
+    """On a fresh node every zone has its allocatable amounts available: in pod scope (one
+    request checked) a sure refusal is exactly the filter's refusal there; in container scope
+    it is at most that (the containers' taking in turn is not claimed). Neither is vacuous on
+    the test cluster."""
+    seen: dict[int, Node] = {}
+    claimed = {"pod": 0, "container": 0}
+    for _, m in NODES:
+        seen.setdefault(id(m), Node(m))
+    for n in seen.values():
+        for pod in POOL:
+            sure, refused = nrt_snn_refuses_always(n, pod), not nrt_snn_filter(n, pod).passed
+            assert not sure or refused
+            if n.node_scope is Scope.POD:
+                assert sure == refused, (n.machine.name, pod.shape)
+            claimed[n.node_scope.value] += sure
+    assert claimed["pod"] and claimed["container"], claimed
 
 
 @settings(max_examples=200, deadline=None)

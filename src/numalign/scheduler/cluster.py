@@ -149,10 +149,29 @@ class Cluster:
         #: the columns node-level scores look at (kube-scheduler's default: cpu and memory)
         self.score_cols: tuple[int, int] = (self.col[CPU], self.col[MEMORY])
         self._percent: dict[int, npt.NDArray[np.float64]] = {}
+        self._rules: tuple[list[npt.NDArray[np.int64]], npt.NDArray[np.int64]] | None = None
         self._freeze = sum(len(n.machine.numa_nodes) for n in self.nodes) >= FREEZE_FROM_NUMA_NODES
         self._binds_since_freeze = 0
         if self._freeze:
             _freeze_long_lived(collect=True)
+
+    def rules_groups(self) -> tuple[list[npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
+        """The nodes by machine object, Topology Manager policy and scope (what a NUMA
+        filter's or score's per-machine rules read): the member indices of each, and per node
+        its group's position in that list. Made on the first call (a scheduler has set the
+        nodes' engine mode by then)."""
+        if self._rules is None:
+            split: dict[tuple[int, object, object], list[int]] = {}
+            for members in self.groups:
+                for i in members.tolist():
+                    node = self.nodes[i].node
+                    split.setdefault((id(node.machine), node.node_policy, node.node_scope), []).append(i)
+            parts = [np.array(v, dtype=np.int64) for v in split.values()]
+            of = np.empty(len(self.nodes), dtype=np.int64)
+            for g, members in enumerate(parts):
+                of[members] = g
+            self._rules = (parts, of)
+        return self._rules
 
     def percent_of_allocatable(self, col: int) -> npt.NDArray[np.float64]:
         """Per node, 100 / allocatable of resource column ``col`` (0 where none is

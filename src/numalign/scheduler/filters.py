@@ -129,12 +129,17 @@ def _published_available(node: Node) -> dict[int, dict[str, int]]:
     return cast("dict[int, dict[str, int]]", got)
 
 
-def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
+def _nrt_checks(node: Node, pod: Pod) -> bool:
+    """Does :func:`nrt_snn_filter` check the pod's requests on the node (else it passes)?"""
     if node.node_policy is not Policy.SINGLE_NUMA_NODE:
-        return FilterResult(True)
-    if pod.qos is QOSClass.BEST_EFFORT and not any(
+        return False
+    return pod.qos is not QOSClass.BEST_EFFORT or any(
         not _numa_affine(r) for c in pod.containers for r in c.requests
-    ):
+    )
+
+
+def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
+    if not _nrt_checks(node, pod):
         return FilterResult(True)
     # the answer reads the zones' available amounts, the scope and the pod's requests only:
     # kept with the zones (nodes in other states with the same zones ask again otherwise)
@@ -146,6 +151,26 @@ def nrt_snn_filter(node: Node, pod: Pod) -> FilterResult:
         got = _nrt_snn_fit(node, pod, reqs)
         held.remember(key, got)
     return cast("FilterResult", got)
+
+
+def nrt_snn_refuses_always(node: Node, pod: Pod) -> bool:
+    """True when :func:`nrt_snn_filter` refuses ``pod`` on ``node`` whatever the node holds:
+    one request it checks on its own against the zones' available amounts - the pod's
+    effective request (pod scope), or one init or app container's (container scope) - fits no
+    zone even with the zone's allocatable amounts. A zone never has more available than
+    allocatable, and a request fits fewer zones with less, so that check fails in every
+    state. (Refusals that only the app containers' taking in turn causes are not claimed.)
+    It reads the node's machine, policy and scope only: the same answer on every node alike."""
+    if not _nrt_checks(node, pod):
+        return False
+    reqs = nrt_pod_requests(pod)
+    full = {i: z.allocatable for i, z in zones_of(node).amounts.items()}  # read only
+    if node.node_scope is Scope.POD:
+        if reqs.effective is None:
+            reqs.effective = nrt_units(effective_pod_requests(pod))
+        return _fit_any_numa(reqs.effective, full, pod.qos) is None
+    return any(_fit_any_numa(req, full, pod.qos) is None
+               for req in (*reqs.init, *(req for _, req in reqs.app)))
 
 
 def _nrt_snn_fit(node: Node, pod: Pod, reqs: NrtPodRequests) -> FilterResult:
@@ -183,4 +208,5 @@ __all__ = [
     "exact_filter",
     "nrt_node_key",
     "nrt_snn_filter",
+    "nrt_snn_refuses_always",
 ]

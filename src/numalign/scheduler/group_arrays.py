@@ -90,13 +90,18 @@ def group_heads(idx: Array, scores: Array, numbers: Array) -> Heads:
     return heads_by_sorting(idx, scores, numbers)
 
 
-def walk_last(idx: Array, scores: Array, numbers: Array) -> int:
-    """The key number of the walk's last candidate (the lowest score, NaN lowest of all; then
+def last_position(idx: Array, scores: Array) -> int:
+    """The position of the walk's last candidate (the lowest score, NaN lowest of all; then
     the highest node index). At least one candidate."""
     nan = np.isnan(scores)
     pick = nan if nan.any() else scores == scores.min()
     at = np.flatnonzero(pick)
-    return int(numbers[at[int(np.argmax(idx[at]))]])
+    return int(at[int(np.argmax(idx[at]))])
+
+
+def walk_last(idx: Array, scores: Array, numbers: Array) -> int:
+    """The key number of the walk's last candidate (:func:`last_position`)."""
+    return int(numbers[last_position(idx, scores)])
 
 
 def without_refused(idx: Array, scores: Array | None, numbers: Array,
@@ -111,4 +116,4 @@ def without_refused(idx: Array, scores: Array | None, numbers: Array,
 
 
 __all__ = ["DROP_FROM", "HEADS_BY_GROUP_FROM", "first_of_each", "group_heads", "heads_by_group",
-           "heads_by_sorting", "walk_last", "without_refused"]
+           "heads_by_sorting", "last_position", "walk_last", "without_refused"]

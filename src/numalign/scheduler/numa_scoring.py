@@ -35,8 +35,6 @@ class NumaScoring:
         self._score_cache: list[dict[Any, tuple[int, int]]] = [{} for _ in cluster.nodes]
         #: pod shape -> per node, the weighted bound (:meth:`bounds`)
         self._bounds: dict[Any, np.ndarray[Any, Any]] = {}
-        #: node indices by machine object, policy and scope (:meth:`_rules_groups`)
-        self._by_rules: list[np.ndarray[Any, Any]] | None = None
         #: pod shape -> the value of :meth:`bounds` when it is the same on every node
         self.bound_uniform: dict[Any, float | None] = {}
         #: an absolute NUMA score (not node-aware) by NUMA count
@@ -88,7 +86,7 @@ class NumaScoring:
         numa = self.profile.numa_score
         c = self.cluster
         out = np.empty(len(c.nodes), dtype=np.float64)
-        for members in self._rules_groups():
+        for members in c.rules_groups()[0]:
             node = c.nodes[int(members[0])].node
             fewest = self.demand_model.min_numa_nodes(node, pod)
             top = numa.bound(fewest, c.max_numa)
@@ -101,19 +99,6 @@ class NumaScoring:
         # any candidates is that value
         self.bound_uniform[shape] = float(out[0]) if out.size and bool((out == out[0]).all()) else None
         return out
-
-    def _rules_groups(self) -> list[np.ndarray[Any, Any]]:
-        """The cluster's nodes by machine object, policy and scope (what
-        :meth:`~numalign.scheduler.scorers.NumaScore.rules_bound` reads), made once."""
-        if self._by_rules is None:
-            c = self.cluster
-            split: dict[tuple[int, Any, Any], list[int]] = {}
-            for members in c.groups:
-                for i in members.tolist():
-                    node = c.nodes[i].node
-                    split.setdefault((id(node.machine), node.node_policy, node.node_scope), []).append(i)
-            self._by_rules = [np.array(v, dtype=np.int64) for v in split.values()]
-        return self._by_rules
 
 
 __all__ = ["NumaScoring"]

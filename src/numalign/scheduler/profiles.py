@@ -43,7 +43,13 @@ from numalign.modes.volcano.select import Pick, SchedulerView, VolcanoSelect
 from numalign.node.admission import Node
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
-from numalign.scheduler.filters import FilterResult, exact_filter, nrt_node_key, nrt_snn_filter
+from numalign.scheduler.filters import (
+    FilterResult,
+    exact_filter,
+    nrt_node_key,
+    nrt_snn_filter,
+    nrt_snn_refuses_always,
+)
 from numalign.scheduler.node_groups import NodeKey
 from numalign.scheduler.scorers import (
     LeastNumaNodes,
@@ -56,6 +62,7 @@ from numalign.scheduler.scorers import (
 )
 
 Filter = Callable[[Node, Pod], FilterResult]
+SureRefusal = Callable[[Node, Pod], bool]
 class RelativeSelect(Protocol):
     """A relative profile's own node choice: ``(scheduler, pod, its node-level request vector)
     -> ((node index, NUMA count, total score) or None, why not, filter evaluations)`` - the same
@@ -90,18 +97,23 @@ class Profile:
     #: one hashable value: nodes with equal keys answer a pod alike, so the scheduler asks one
     #: node per key (:mod:`numalign.scheduler.node_groups`); None: every node is asked
     node_key: NodeKey | None = None
+    #: True when :attr:`filter` refuses the pod on the node whatever the node holds, reading
+    #: only its machine, policy and scope (a sure refusal, asked once per such group of nodes
+    #: and pod shape: walks by node key leave those nodes out); None: none is known
+    refuses_always: SureRefusal | None = None
 
 
 PROFILES: dict[str, Profile] = {
     "default": Profile("default", None),
-    "nrt-snn": Profile("nrt-snn", nrt_snn_filter, node_key=nrt_node_key),
+    "nrt-snn": Profile("nrt-snn", nrt_snn_filter, node_key=nrt_node_key, refuses_always=nrt_snn_refuses_always),
     "nrt-snn-least-numa": Profile("nrt-snn-least-numa", nrt_snn_filter, numa_score=NrtLeastNumaNodes(),
-                                  node_key=nrt_node_key),
+                                  node_key=nrt_node_key, refuses_always=nrt_snn_refuses_always),
     "nrt-snn-most-allocated": Profile(
-        "nrt-snn-most-allocated", nrt_snn_filter, numa_score=NrtZoneScore("MostAllocated"), node_key=nrt_node_key
+        "nrt-snn-most-allocated", nrt_snn_filter, numa_score=NrtZoneScore("MostAllocated"), node_key=nrt_node_key,
+        refuses_always=nrt_snn_refuses_always,
     ),
     "nrt-snn-balanced": Profile("nrt-snn-balanced", nrt_snn_filter, numa_score=NrtZoneScore("BalancedAllocation"),
-                                node_key=nrt_node_key),
+                                node_key=nrt_node_key, refuses_always=nrt_snn_refuses_always),
     "volcano": Profile(
         "volcano", volcano_filter, numa_score=VolcanoNumaAware(), numa_weight=10, relative_select=VolcanoSelect()
     ),

@@ -49,7 +49,13 @@ from numalign.node.plan_cache import state_key
 from numalign.pods import Pod
 from numalign.scheduler.cluster import Cluster
 from numalign.scheduler.filters import FilterResult, exact_filter
-from numalign.scheduler.group_arrays import DROP_FROM, group_heads, walk_last, without_refused
+from numalign.scheduler.group_arrays import (
+    DROP_FROM,
+    group_heads,
+    last_position,
+    walk_last,
+    without_refused,
+)
 from numalign.scheduler.node_groups import Answer, NodeGroups, ShapeTable
 from numalign.scheduler.numa_scoring import NumaScoring
 from numalign.scheduler.prefilter import NumaPrefilter
@@ -67,6 +73,9 @@ WINDOW_MIN = 32
 #: a grouped walk over many candidates without a NUMA score first looks for the choice among
 #: this many best candidates, before it sorts out every group's first candidate
 FIRST_PASSING_LOOK = 64
+#: pod shapes whose sure refusals (:meth:`Scheduler._sure_refusals`) are kept; all are
+#: dropped beyond it
+SURE_MEMO_SIZE = 1 << 12
 
 
 def num_feasible_nodes_to_find(n: int) -> int:
@@ -133,6 +142,8 @@ class Scheduler:
         if profile.relative_select is not None and profile.filter is not None and numa is not None and numa.relative:
             # the relative choice's per-node keys, up front like the groups' key numbers above
             profile.relative_select.prepare(cluster)
+        #: pod shape -> per node, whether the filter refuses it there whatever the node holds
+        self._sure: dict[Any, np.ndarray[Any, Any] | None] = {}
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
         #: nodes looked at per feasible node found by the last sampling walk (sizes the next
@@ -277,12 +288,55 @@ class Scheduler:
         the candidates' node scores, or None to have them computed here."""
         groups = self._groups
         if groups is not None:
+            sure = self._sure_refusals(pod, shape)
+            if sure is not None:
+                drop = sure[idx]
+                if drop.any():
+                    return self._walk_leaving_out(pod, shape, idx, vec, scores, drop)
             numbers = groups.refresh(idx)
             if not groups.holds_pod(pod, idx):
                 return self._select_grouped(pod, shape, idx, vec, scores, numbers)
         if scores is None:
             scores = self._node_scores(idx, vec)
         return self._select_best_first(pod, shape, idx, scores, _best_first(idx, scores))
+
+    def _sure_refusals(self, pod: Pod, shape: Any) -> np.ndarray[Any, Any] | None:
+        """Per node, whether the profile's filter refuses the pod there whatever the node holds
+        (:attr:`Profile.refuses_always`, asked on one node of each machine, policy and scope);
+        None when it refuses nowhere so. Kept per pod shape."""
+        if shape in self._sure:
+            return self._sure[shape]
+        sure = self.profile.refuses_always
+        out = None
+        if sure is not None:
+            c = self.cluster
+            parts, of = c.rules_groups()
+            flags = np.array([sure(c.nodes[int(m[0])].node, pod) for m in parts], dtype=np.bool_)
+            out = flags[of] if flags.any() else None
+        if len(self._sure) >= SURE_MEMO_SIZE:
+            self._sure.clear()
+        self._sure[shape] = out
+        return out
+
+    def _walk_leaving_out(
+        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any],
+        scores: np.ndarray[Any, Any] | None, drop: np.ndarray[Any, Any],
+    ) -> tuple[Placement | None, str | None, int]:
+        """:meth:`_walk` over the candidates not sure to refuse (``drop``: per candidate): they
+        cannot be chosen, and a node key group is on one side (its key holds the machine,
+        policy and scope). When none passes, the reason is still the walk's last candidate's."""
+        keep = ~drop
+        found: tuple[Placement | None, str | None, int] = (None, None, 0)
+        if keep.any():
+            found = self._walk(pod, shape, idx[keep], vec, None if scores is None else scores[keep])
+            if found[0] is not None:
+                return found
+        j = last_position(idx, self._node_scores(idx, vec) if scores is None else scores)
+        if keep[j]:  # the last kept candidate is the last one: the kept walk's reason
+            return found
+        assert self.profile.filter is not None
+        res = self.profile.filter(self.cluster.nodes[int(idx[j])].node, pod)
+        return None, res.reason, found[2] + 1
 
     def _select_grouped(
         self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any],
