@@ -288,3 +288,26 @@ def test_exact_variance_is_statistics_variance(values: list[float]) -> None:
     """BalancedAllocation's variance: the float ``statistics.variance`` gives (exact, one
     rounding), bit for bit."""
     assert exact_variance(values) == statistics.variance(values)
+
+
+def test_rules_groups_split_the_nodes_by_machine_policy_and_scope() -> None:
+    """Every node in exactly one group, a group's nodes alike in machine, policy and scope, no
+    two groups alike; kept until the nodes' rules change (a scheduler sets their engine mode)."""
+    cluster = Cluster(NODES)
+    parts, of = cluster.rules_groups()
+    assert sorted(i for m in parts for i in m.tolist()) == list(range(len(NODES)))
+
+    def rules(i: int) -> tuple[int, object, object]:
+        node = cluster.nodes[i].node
+        return id(node.machine), node.node_policy, node.node_scope
+
+    seen = set()
+    for g, members in enumerate(parts):
+        assert {rules(int(i)) for i in members} == {rules(int(members[0]))}
+        assert (of[members] == g).all()
+        seen.add(rules(int(members[0])))
+    assert len(seen) == len(parts) > 1
+    assert cluster.rules_groups() is cluster.rules_groups()
+    before = cluster.rules_groups()
+    Scheduler(cluster, get_profile("koordinator"))  # sets every node's engine mode
+    assert cluster.rules_groups() is not before

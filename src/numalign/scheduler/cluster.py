@@ -158,8 +158,8 @@ class Cluster:
     def rules_groups(self) -> tuple[list[npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
         """The nodes by machine object, Topology Manager policy and scope (what a NUMA
         filter's or score's per-machine rules read): the member indices of each, and per node
-        its group's position in that list. Made on the first call (a scheduler has set the
-        nodes' engine mode by then)."""
+        its group's position in that list. Made on the first call after the nodes' rules were
+        last set (:meth:`rules_changed`)."""
         if self._rules is None:
             split: dict[tuple[int, object, object], list[int]] = {}
             for members in self.groups:
@@ -172,6 +172,11 @@ class Cluster:
                 of[members] = g
             self._rules = (parts, of)
         return self._rules
+
+    def rules_changed(self) -> None:
+        """The nodes' rules changed (a scheduler set their engine mode): :meth:`rules_groups`
+        is made again on its next call."""
+        self._rules = None
 
     def percent_of_allocatable(self, col: int) -> npt.NDArray[np.float64]:
         """Per node, 100 / allocatable of resource column ``col`` (0 where none is

@@ -117,6 +117,7 @@ class Scheduler:
         self.profile = profile
         for cn in cluster.nodes:  # the profile's engine mode, before the prefilter reads the nodes
             cn.node.use_mode(profile.mode)
+        cluster.rules_changed()
         self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
