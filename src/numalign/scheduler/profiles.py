@@ -99,7 +99,8 @@ class Profile:
     node_key: NodeKey | None = None
     #: True when :attr:`filter` refuses the pod on the node whatever the node holds, reading
     #: only its machine, policy and scope (a sure refusal, asked once per such group of nodes
-    #: and pod shape: walks by node key leave those nodes out); None: none is known
+    #: and pod shape: those nodes are not feasible, they do not count in the sample); None:
+    #: none is known
     refuses_always: SureRefusal | None = None
 
 

@@ -1,7 +1,10 @@
 """One scheduling cycle per pod: fit, score, NUMA filter, pick, reserve, bind.
 
 1. **Fit** (necessary condition, vectorised): kube-scheduler's NodeResourcesFit, and for the
-   exact profile the NUMA prefilter (:mod:`numalign.scheduler.prefilter`). Like
+   exact profile the NUMA prefilter (:mod:`numalign.scheduler.prefilter`); for a profile with
+   sure refusals (:attr:`~numalign.scheduler.profiles.Profile.refuses_always`), not the nodes
+   its filter refuses whatever they hold (kube-scheduler does not count a node its filter
+   plugins refuse as feasible). Like
    kube-scheduler's ``findNodesThatPassFilters``, nodes are looked at from a round-robin
    start index (``nextStartNodeIndex``) until ``nodes_to_score`` feasible ones are found
    (``numFeasibleNodesToFind``, the adaptive ``percentageOfNodesToScore``: every node under
@@ -260,6 +263,9 @@ class Scheduler:
         if idx.size == 0:
             if not fitting:
                 return None, "Insufficient resources (NodeResourcesFit)", 0
+            if self.prefilter is None and p.filter is not None:
+                # every node that fits refuses for sure: the last of them in walk order says why
+                return None, self._last_refusal(pod, vec), 1
             return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
         scores = self._node_scores(idx, vec)
         order = _best_first(idx, scores)
@@ -289,11 +295,6 @@ class Scheduler:
         the candidates' node scores, or None to have them computed here."""
         groups = self._groups
         if groups is not None:
-            sure = self._sure_refusals(pod, shape)
-            if sure is not None:
-                drop = sure[idx]
-                if drop.any():
-                    return self._walk_leaving_out(pod, shape, idx, vec, scores, drop)
             numbers = groups.refresh(idx)
             if not groups.holds_pod(pod, idx):
                 return self._select_grouped(pod, shape, idx, vec, scores, numbers)
@@ -303,41 +304,30 @@ class Scheduler:
 
     def _sure_refusals(self, pod: Pod, shape: Any) -> np.ndarray[Any, Any] | None:
         """Per node, whether the profile's filter refuses the pod there whatever the node holds
-        (:attr:`Profile.refuses_always`, asked on one node of each machine, policy and scope);
-        None when it refuses nowhere so. Kept per pod shape."""
+        (:attr:`Profile.refuses_always`, asked on one node of each machine, policy and scope):
+        such a node is not feasible (step 1). None when it refuses nowhere so. Kept per pod
+        shape."""
+        sure = self.profile.refuses_always
+        if sure is None:
+            return None
         if shape in self._sure:
             return self._sure[shape]
-        sure = self.profile.refuses_always
-        out = None
-        if sure is not None:
-            c = self.cluster
-            parts, of = c.rules_groups()
-            flags = np.array([sure(c.nodes[int(m[0])].node, pod) for m in parts], dtype=np.bool_)
-            out = flags[of] if flags.any() else None
+        c = self.cluster
+        parts, of = c.rules_groups()
+        flags = np.array([sure(c.nodes[int(m[0])].node, pod) for m in parts], dtype=np.bool_)
+        out = flags[of] if flags.any() else None
         if len(self._sure) >= SURE_MEMO_SIZE:
             self._sure.clear()
         self._sure[shape] = out
         return out
 
-    def _walk_leaving_out(
-        self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any],
-        scores: np.ndarray[Any, Any] | None, drop: np.ndarray[Any, Any],
-    ) -> tuple[Placement | None, str | None, int]:
-        """:meth:`_walk` over the candidates not sure to refuse (``drop``: per candidate): they
-        cannot be chosen, and a node key group is on one side (its key holds the machine,
-        policy and scope). When none passes, the reason is still the walk's last candidate's."""
-        keep = ~drop
-        found: tuple[Placement | None, str | None, int] = (None, None, 0)
-        if keep.any():
-            found = self._walk(pod, shape, idx[keep], vec, None if scores is None else scores[keep])
-            if found[0] is not None:
-                return found
-        j = last_position(idx, self._node_scores(idx, vec) if scores is None else scores)
-        if keep[j]:  # the last kept candidate is the last one: the kept walk's reason
-            return found
+    def _last_refusal(self, pod: Pod, vec: np.ndarray[Any, Any]) -> str:
+        """The filter's reason on the last node that fits, in walk order (node score, then node
+        index): a walk over every such node, all refusing, ends with its refusal."""
+        fit = np.flatnonzero(self.cluster.fits(vec))
+        i = int(fit[last_position(fit, self._node_scores(fit, vec))])
         assert self.profile.filter is not None
-        res = self.profile.filter(self.cluster.nodes[int(idx[j])].node, pod)
-        return None, res.reason, found[2] + 1
+        return self.profile.filter(self.cluster.nodes[i].node, pod).reason
 
     def _select_grouped(
         self, pod: Pod, shape: Any, idx: np.ndarray[Any, Any], vec: np.ndarray[Any, Any],
@@ -514,6 +504,9 @@ class Scheduler:
         fit = rows[self.cluster.fits(vec)[rows]]
         if self.prefilter is not None and fit.size:
             return fit[self.prefilter.passing(pod, fit)], int(fit.size)
+        sure = self._sure_refusals(pod, pod_shape(pod))
+        if sure is not None and fit.size:
+            return fit[~sure[fit]], int(fit.size)
         return fit, int(fit.size)
 
     def _all_feasible(self, pod: Pod, vec: np.ndarray[Any, Any],
@@ -537,6 +530,7 @@ class Scheduler:
         if want >= n:
             return self._feasible(pod, vec, np.arange(n))
         start = self._next_start
+        sure = self._sure_refusals(pod, pod_shape(pod)) if self.prefilter is None else None
         parts: list[np.ndarray[Any, Any]] = []
         found = fitting = scanned = 0
         # the first window: as many nodes as the last walk looked at per feasible node found
@@ -547,12 +541,15 @@ class Scheduler:
             a = (start + scanned) % n
             b = min(n, a + window, a + n - scanned)
             fits = c.fits_range(vec, a, b)
-            if self.prefilter is None:
-                good = fits.nonzero()[0] + a
-                fitting += int(good.size)
-            else:
+            if self.prefilter is not None:
                 fitting += int(np.count_nonzero(fits))
                 good = (fits & self.prefilter.passing_range(pod, a, b)).nonzero()[0] + a
+            elif sure is not None:
+                fitting += int(np.count_nonzero(fits))
+                good = (fits & ~sure[a:b]).nonzero()[0] + a
+            else:
+                good = fits.nonzero()[0] + a
+                fitting += int(good.size)
             need = want - found
             if good.size >= need:
                 parts.append(good[:need])
