@@ -44,16 +44,24 @@ def digest(cell: str, profile: str, pods: int) -> tuple[int, str]:
     return placed, h.hexdigest()[:16]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.placement_digest", description=__doc__.split("\n")[0])
+def cell_arguments(module: str, doc: str, profiles: tuple[str, ...], argv: list[str] | None) -> argparse.Namespace:
+    """The command line of a script over :data:`CELLS`: cells (default: all), ``--profiles``,
+    ``--pods``; an unknown cell exits 2."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n")[0])
     parser.add_argument("cells", nargs="*", metavar="CELL", help=f"one of {', '.join(CELLS)} (default: both)")
-    parser.add_argument("--profiles", default=",".join(PROFILES))
+    parser.add_argument("--profiles", default=",".join(profiles))
     parser.add_argument("--pods", type=int, default=PODS)
     args = parser.parse_args(argv)
     unknown = [c for c in args.cells if c not in CELLS]
     if unknown:
         parser.error(f"unknown cell(s) {', '.join(unknown)}; cells: {', '.join(CELLS)}")
-    for cell in args.cells or list(CELLS):
+    args.cells = args.cells or list(CELLS)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = cell_arguments("benchmarks.placement_digest", __doc__ or "", PROFILES, argv)
+    for cell in args.cells:
         for profile in args.profiles.split(","):
             placed, hexdigest = digest(cell, profile, args.pods)
             print(f"{profile:24s} {cell:8s} placed {placed:5d}  {hexdigest}", flush=True)

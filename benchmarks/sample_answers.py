@@ -21,11 +21,9 @@ part of ``make bench``: it measures no time.
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
-from benchmarks.placement_digest import CELLS, PODS
+from benchmarks.placement_digest import CELLS, cell_arguments
 from benchmarks.scheduler_bench import template
 
 PROFILES = ("nrt-snn", "nrt-snn-least-numa", "koordinator")
@@ -63,16 +61,9 @@ def sample_answers(cell: str, profile: str, pods: int) -> tuple[float, float, fl
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.sample_answers", description=__doc__.split("\n")[0])
-    parser.add_argument("cells", nargs="*", metavar="CELL", help=f"one of {', '.join(CELLS)} (default: both)")
-    parser.add_argument("--profiles", default=",".join(PROFILES))
-    parser.add_argument("--pods", type=int, default=PODS)
-    args = parser.parse_args(argv)
-    unknown = [c for c in args.cells if c not in CELLS]
-    if unknown:
-        parser.error(f"unknown cell(s) {', '.join(unknown)}; cells: {', '.join(CELLS)}")
+    args = cell_arguments("benchmarks.sample_answers", __doc__ or "", PROFILES, argv)
     print(f"{'profile':24s} {'cell':8s} per pod: groups unanswered   walk")
-    for cell in args.cells or list(CELLS):
+    for cell in args.cells:
         for profile in args.profiles.split(","):
             groups, unanswered, walk = sample_answers(cell, profile, args.pods)
             print(f"{profile:24s} {cell:8s}          {groups:6.1f} {unanswered:10.2f} {walk:6.2f}", flush=True)

@@ -194,16 +194,22 @@ def test_least_numa_combinations_are_upstreams(data: st.DataObject) -> None:
         assert fewest_zones(qos, zones, request) <= len(want[0])
 
 
+def _filled_nodes(data: st.DataObject, most: int) -> tuple[list[Node], Pod]:
+    """A fresh node per test node, up to ``most`` random admissions of the pool's pods on them,
+    and a pod of the pool to ask about."""
+    nodes = [Node(m) for _, m in NODES]
+    for _ in range(data.draw(st.integers(0, most))):
+        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
+        base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
+        n.admit(base.replace(uid=f"b{len(n.state.pods)}-{id(n)}", name=f"b{id(n)}-{len(n.state.pods)}"))
+    return nodes, POOL[data.draw(st.integers(0, len(POOL) - 1))]
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
     """Where the filter passes, a score's node, pod and rules bounds are never below its score."""
-    nodes = [Node(m) for _, m in NODES]
-    for _ in range(data.draw(st.integers(0, 10))):
-        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
-        base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
-        n.admit(base.replace(uid=f"b{len(n.state.pods)}-{id(n)}", name=f"b{id(n)}-{len(n.state.pods)}"))
-    pod = POOL[data.draw(st.integers(0, len(POOL) - 1))]
+    nodes, pod = _filled_nodes(data, 10)
     for name in GROUPED[1:]:
         profile = get_profile(name)
         score = profile.numa_score
@@ -227,12 +233,7 @@ def test_node_bounds_never_undercut_the_score(data: st.DataObject) -> None:
 def test_a_sure_refusal_is_a_refusal_in_every_state(data: st.DataObject) -> None:
     """Where ``nrt_snn_refuses_always`` says the filter refuses, it refuses, whatever the node
     holds; the answer is the machine's (a fresh node of it gives the same)."""
-    nodes = [Node(m) for _, m in NODES]
-    for _ in range(data.draw(st.integers(0, 12))):
-        n = nodes[data.draw(st.integers(0, len(nodes) - 1))]
-        base = POOL[data.draw(st.integers(0, len(POOL) - 1))]
-        n.admit(base.replace(uid=f"r{len(n.state.pods)}-{id(n)}", name=f"r{id(n)}-{len(n.state.pods)}"))
-    pod = POOL[data.draw(st.integers(0, len(POOL) - 1))]
+    nodes, pod = _filled_nodes(data, 12)
     for n in nodes:
         sure = nrt_snn_refuses_always(n, pod)
         assert sure == nrt_snn_refuses_always(Node(n.machine), pod), n.machine.name

@@ -263,7 +263,7 @@ class Scheduler:
         if idx.size == 0:
             if not fitting:
                 return None, "Insufficient resources (NodeResourcesFit)", 0
-            if self.prefilter is None and p.filter is not None:
+            if p.refuses_always is not None and self.prefilter is None:
                 # every node that fits refuses for sure: the last of them in walk order says why
                 return None, self._last_refusal(pod, vec), 1
             return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
