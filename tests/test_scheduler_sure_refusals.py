@@ -103,7 +103,7 @@ def test_the_sample_leaves_sure_refusals_out(cluster: Any, seed: int, nodes_to_s
             node, pod = running.pop(rng.randrange(len(running)))
             grouped.release(pod, node)
             plain.release(pod, node)
-        pod = _cpu_pod(step, rng.choice([1, 2, 4, 7, 8, 9, 12]))
+        pod = _cpu_pod(step, 9 if step == 0 else rng.choice([1, 2, 4, 7, 8, 9, 12]))  # the first: too wide
         want = _reference(grouped, pod)
         assert _reference(plain, pod) == want
         sure += pod.containers[0].requests["cpu"] > 8000
@@ -137,12 +137,13 @@ def test_sure_refusals_left_out_decide_like_the_node_by_node_walk(profile: str, 
             node, pod = running.pop(rng.randrange(len(running)))
             grouped.release(pod, node)
             plain.release(pod, node)
-        pod = _cpu_pod(step, rng.choice([1, 2, 4, 7, 8, 8, 9, 12]))
+        # the first pod is wider than any zone on empty nodes: refused everywhere for sure
+        pod = _cpu_pod(step, 9 if step == 0 else rng.choice([1, 2, 4, 7, 8, 8, 9, 12]))
         a, b = grouped.schedule(pod), plain.schedule(pod)
         assert (a.placement, a.admitted, a.reason) == (b.placement, b.admitted, b.reason), (profile, seed, step)
         reasons.add(str(a.reason))
         if a.admitted and a.placement is not None:
             running.append((a.placement.node, pod))
-    assert {"cannot align pod", "cannot align container c"} & reasons  # refused everywhere at least once
+    assert {"cannot align pod", "cannot align container c"} & reasons  # the first pod at least
     for x, y in zip(grouped.cluster.nodes, plain.cluster.nodes, strict=True):
         assert x.node.state.to_dict() == y.node.state.to_dict()

@@ -123,6 +123,8 @@ class Scheduler:
         cluster.rules_changed()
         self.nodes_to_score = nodes_to_score or num_feasible_nodes_to_find(len(cluster.nodes))
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
+        #: per node: (version, the uids and keys of its pods then), for :meth:`_holds`
+        self._held: list[tuple[int, frozenset[str]] | None] = [None] * len(cluster.nodes)
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
@@ -176,7 +178,7 @@ class Scheduler:
     def _filter(self, i: int, pod: Pod, shape: Any) -> tuple[FilterResult, bool]:
         version = int(self.cluster.version[i])
         node = self.cluster.nodes[i].node
-        held = node.state.holds(pod.uid, pod.key)  # a node holding the pod answers for it alone
+        held = self._holds(i, version, pod)  # a node holding the pod answers for it alone
         hit = None if held else self._cache[i].get(shape)
         if hit is not None and hit[0] == version:
             return hit[1], False
@@ -187,6 +189,15 @@ class Scheduler:
         if res.planned is not None:
             self._planned[i] = (version, pod.uid, res)
         return res, True
+
+    def _holds(self, i: int, version: int, pod: Pod) -> bool:
+        """``NodeState.holds`` of node ``i`` (at ``version``) for the pod: its pods' uids and
+        keys are read once per node version, like the filter's answers, not once per ask."""
+        hit = self._held[i]
+        if hit is None or hit[0] != version:
+            pods = self.cluster.nodes[i].node.state.pods
+            hit = self._held[i] = (version, frozenset(pods).union(p.key for p in pods.values()))
+        return pod.uid in hit[1] or pod.key in hit[1]
 
     def _state_id(self, i: int) -> int:
         """A number for node ``i``'s state key (equal numbers: equal keys), cached per version."""
