@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from numa2_template import numa2_template
 from numalign.pods import Pod, parse_pods
-from numalign.scheduler import Cluster, Scheduler, get_profile
+from numalign.scheduler import Cluster, Scheduler, get_profile, sure_refusals
+from numalign.scheduler.sure_refusals import SureRefusals
 from numalign.sim.cluster import load_cluster
 
 
@@ -147,3 +148,22 @@ def test_sure_refusals_left_out_decide_like_the_node_by_node_walk(profile: str, 
     assert {"cannot align pod", "cannot align container c"} & reasons  # the first pod at least
     for x, y in zip(grouped.cluster.nodes, plain.cluster.nodes, strict=True):
         assert x.node.state.to_dict() == y.node.state.to_dict()
+
+
+@pytest.mark.parametrize("cap", ["MEMO_SIZE", "MEMO_BYTES"])
+def test_the_masks_memo_starts_over_and_answers_alike(cap: str) -> None:
+    """Beyond its cap the memo of masks starts over: the same masks, from fresh questions."""
+    cluster = Cluster(_snn_first())
+    sure = get_profile("nrt-snn").refuses_always
+    assert sure is not None
+    pods = [_cpu_pod(k, cpu) for k, cpu in enumerate([9, 2, 12, 9])]
+    want = [None if not any(sure(cn.node, p) for cn in cluster.nodes)
+            else np.array([sure(cn.node, p) for cn in cluster.nodes]) for p in pods]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sure_refusals, cap, 1 if cap == "MEMO_SIZE" else len(cluster.nodes))
+        masks = SureRefusals(cluster, sure)
+        for _ in range(2):
+            for p, w in zip(pods, want, strict=True):
+                got = masks.mask(p, p.shape)
+                assert (got is None and w is None) or (got is not None and w is not None and (got == w).all())
+        assert len(masks._masks) <= 2

@@ -63,6 +63,7 @@ from numalign.scheduler.node_groups import Answer, NodeGroups, ShapeTable
 from numalign.scheduler.numa_scoring import NumaScoring
 from numalign.scheduler.prefilter import NumaPrefilter
 from numalign.scheduler.profiles import Profile
+from numalign.scheduler.sure_refusals import SureRefusals
 from numalign.scheduler.walk_order import best_first as _best_first
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -76,9 +77,6 @@ WINDOW_MIN = 32
 #: a grouped walk over many candidates without a NUMA score first looks for the choice among
 #: this many best candidates, before it sorts out every group's first candidate
 FIRST_PASSING_LOOK = 64
-#: pod shapes whose sure refusals (:meth:`Scheduler._sure_refusals`) are kept; all are
-#: dropped beyond it
-SURE_MEMO_SIZE = 1 << 12
 
 
 def num_feasible_nodes_to_find(n: int) -> int:
@@ -148,8 +146,8 @@ class Scheduler:
         if profile.relative_select is not None and profile.filter is not None and numa is not None and numa.relative:
             # the relative choice's per-node keys, up front like the groups' key numbers above
             profile.relative_select.prepare(cluster)
-        #: pod shape -> per node, whether the filter refuses it there whatever the node holds
-        self._sure: dict[Any, np.ndarray[Any, Any] | None] = {}
+        #: per pod shape, the nodes the filter refuses whatever they hold: not feasible (step 1)
+        self._sure = None if profile.refuses_always is None else SureRefusals(cluster, profile.refuses_always)
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
         #: nodes looked at per feasible node found by the last sampling walk (sizes the next
@@ -312,25 +310,6 @@ class Scheduler:
         if scores is None:
             scores = self._node_scores(idx, vec)
         return self._select_best_first(pod, shape, idx, scores, _best_first(idx, scores))
-
-    def _sure_refusals(self, pod: Pod, shape: Any) -> np.ndarray[Any, Any] | None:
-        """Per node, whether the profile's filter refuses the pod there whatever the node holds
-        (:attr:`Profile.refuses_always`, asked on one node of each machine, policy and scope):
-        such a node is not feasible (step 1). None when it refuses nowhere so. Kept per pod
-        shape."""
-        sure = self.profile.refuses_always
-        if sure is None:
-            return None
-        if shape in self._sure:
-            return self._sure[shape]
-        c = self.cluster
-        parts, of = c.rules_groups()
-        flags = np.array([sure(c.nodes[int(m[0])].node, pod) for m in parts], dtype=np.bool_)
-        out = flags[of] if flags.any() else None
-        if len(self._sure) >= SURE_MEMO_SIZE:
-            self._sure.clear()
-        self._sure[shape] = out
-        return out
 
     def _last_refusal(self, pod: Pod, vec: np.ndarray[Any, Any]) -> str:
         """The filter's reason on the last node that fits, in walk order (node score, then node
@@ -515,7 +494,7 @@ class Scheduler:
         fit = rows[self.cluster.fits(vec)[rows]]
         if self.prefilter is not None and fit.size:
             return fit[self.prefilter.passing(pod, fit)], int(fit.size)
-        sure = self._sure_refusals(pod, pod_shape(pod))
+        sure = None if self._sure is None else self._sure.mask(pod, pod_shape(pod))
         if sure is not None and fit.size:
             return fit[~sure[fit]], int(fit.size)
         return fit, int(fit.size)
@@ -541,7 +520,7 @@ class Scheduler:
         if want >= n:
             return self._feasible(pod, vec, np.arange(n))
         start = self._next_start
-        sure = self._sure_refusals(pod, pod_shape(pod)) if self.prefilter is None else None
+        sure = self._sure.mask(pod, pod_shape(pod)) if self._sure is not None and self.prefilter is None else None
         parts: list[np.ndarray[Any, Any]] = []
         found = fitting = scanned = 0
         # the first window: as many nodes as the last walk looked at per feasible node found
