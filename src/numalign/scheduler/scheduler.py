@@ -59,6 +59,7 @@ from numalign.scheduler.group_arrays import (
     walk_last,
     without_refused,
 )
+from numalign.scheduler.known_refusals import KnownRefusals
 from numalign.scheduler.node_groups import Answer, NodeGroups, ShapeTable
 from numalign.scheduler.numa_scoring import NumaScoring
 from numalign.scheduler.prefilter import NumaPrefilter
@@ -123,6 +124,8 @@ class Scheduler:
         self._cache: list[dict[Any, tuple[int, FilterResult]]] = [{} for _ in cluster.nodes]
         #: per node: (version, the uids and keys of its pods then), for :meth:`_holds`
         self._held: list[tuple[int, frozenset[str]] | None] = [None] * len(cluster.nodes)
+        #: the refusals of :attr:`_cache` as arrays per pod shape, for long walks
+        self._refusals = KnownRefusals(cluster)
         self._last_vec: np.ndarray[Any, Any] = np.zeros(len(cluster.resources), dtype=np.int64)
         #: the engine's necessary condition, vectorised (exact profile only)
         self.prefilter = NumaPrefilter([n.node for n in cluster.nodes]) if profile.exact else None
@@ -184,6 +187,8 @@ class Scheduler:
         res = self.profile.filter(node, pod)
         if not held:
             self._cache[i][shape] = (version, FilterResult(res.passed, res.numa_count, res.reason))
+            if not res.passed:
+                self._refusals.note(i, version, shape)
         if res.planned is not None:
             self._planned[i] = (version, pod.uid, res)
         return res, True
@@ -604,7 +609,8 @@ class Scheduler:
         tight: np.ndarray[Any, Any] | None = None
         use_tight = bound is not None and numa is not None and self.prefilter is not None
         best_placement: Placement | None = None
-        for j in order:
+        skipped: list[int] = []  # known refusals left out after the first few candidates
+        for j in self._refusals.skipping(order, idx, shape, skipped):
             s = float(scores[j])
             # stop once no remaining node can beat the best total, even with its best NUMA score
             if best_placement is not None and s + bound_max <= best_placement.score:
@@ -636,6 +642,9 @@ class Scheduler:
             if best_placement is None or total > best_placement.score:
                 best_placement = Placement(i, c.nodes[i].name, res.numa_count, total)
         if best_placement is None:
+            if skipped:  # the last candidate may have been left out: its refusal is the reason
+                res, miss = self._filter(int(idx[last_position(idx, scores)]), pod, shape)
+                return None, res.reason, checks + miss
             return None, reason, checks
         return best_placement, None, checks
 
