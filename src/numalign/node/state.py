@@ -207,6 +207,11 @@ class NodeState(Record):
         refuses as "already admitted")?"""
         return uid in self.pods or any(p.key == key for p in self.pods.values())
 
+    def pod_names(self) -> frozenset[str]:
+        """The uids and ``namespace/name`` keys of the pods held: :meth:`holds` is true for a
+        pod whose uid or key is in it (for callers that keep it while the state stays)."""
+        return frozenset(x for p in self.pods.values() for x in (p.uid, p.key))
+
     def find(self, key_or_uid: str) -> str | None:
         """The uid of the pod ``namespace/name`` (or with that uid); None if unknown."""
         if key_or_uid in self.pods:

@@ -136,7 +136,7 @@ class NodeGroups:
         key = self.node_key(node)
         self.number[i] = self._numbers.setdefault(key, len(self._numbers))
         self.number_version[i] = version
-        pods = frozenset(x for p in node.state.pods.values() for x in (p.uid, p.key))
+        pods = node.state.pod_names()
         old = self._pods[i]
         if pods != old:
             for x in old - pods:

@@ -149,8 +149,13 @@ class Scheduler:
         if profile.relative_select is not None and profile.filter is not None and numa is not None and numa.relative:
             # the relative choice's per-node keys, up front like the groups' key numbers above
             profile.relative_select.prepare(cluster)
-        #: per pod shape, the nodes the filter refuses whatever they hold: not feasible (step 1)
-        self._sure = None if profile.refuses_always is None else SureRefusals(cluster, profile.refuses_always)
+        #: per pod shape, the nodes the filter refuses whatever they hold: not feasible (step 1;
+        #: the exact profile's prefilter is its own such condition)
+        self._sure = (SureRefusals(cluster, profile.refuses_always)
+                      if profile.refuses_always is not None and self.prefilter is None else None)
+        #: the vectorised necessary condition of the sample besides NodeResourcesFit, if any
+        self._necessary: NumaPrefilter | SureRefusals | None = (
+            self.prefilter if self.prefilter is not None else self._sure)
         #: kube-scheduler's ``nextStartNodeIndex``: where the next pod's node search starts
         self._next_start = 0
         #: nodes looked at per feasible node found by the last sampling walk (sizes the next
@@ -198,8 +203,7 @@ class Scheduler:
         keys are read once per node version, like the filter's answers, not once per ask."""
         hit = self._held[i]
         if hit is None or hit[0] != version:
-            pods = self.cluster.nodes[i].node.state.pods
-            hit = self._held[i] = (version, frozenset(pods).union(p.key for p in pods.values()))
+            hit = self._held[i] = (version, self.cluster.nodes[i].node.state.pod_names())
         return pod.uid in hit[1] or pod.key in hit[1]
 
     def _state_id(self, i: int) -> int:
@@ -277,7 +281,7 @@ class Scheduler:
         if idx.size == 0:
             if not fitting:
                 return None, "Insufficient resources (NodeResourcesFit)", 0
-            if p.refuses_always is not None and self.prefilter is None:
+            if self._sure is not None:
                 # every node that fits refuses for sure: the last of them in walk order says why
                 return None, self._last_refusal(pod, vec), 1
             return None, "no NUMA node combination can hold the pod (TopologyAffinity)", 0
@@ -497,11 +501,8 @@ class Scheduler:
         """Of the node indices ``rows``: those passing the vectorised filters (NodeResourcesFit,
         and the exact profile's NUMA prefilter), and how many fit at all."""
         fit = rows[self.cluster.fits(vec)[rows]]
-        if self.prefilter is not None and fit.size:
-            return fit[self.prefilter.passing(pod, fit)], int(fit.size)
-        sure = None if self._sure is None else self._sure.mask(pod, pod_shape(pod))
-        if sure is not None and fit.size:
-            return fit[~sure[fit]], int(fit.size)
+        if self._necessary is not None and fit.size:
+            return fit[self._necessary.passing(pod, fit)], int(fit.size)
         return fit, int(fit.size)
 
     def _all_feasible(self, pod: Pod, vec: np.ndarray[Any, Any],
@@ -525,7 +526,7 @@ class Scheduler:
         if want >= n:
             return self._feasible(pod, vec, np.arange(n))
         start = self._next_start
-        sure = self._sure.mask(pod, pod_shape(pod)) if self._sure is not None and self.prefilter is None else None
+        necessary = self._necessary
         parts: list[np.ndarray[Any, Any]] = []
         found = fitting = scanned = 0
         # the first window: as many nodes as the last walk looked at per feasible node found
@@ -536,12 +537,9 @@ class Scheduler:
             a = (start + scanned) % n
             b = min(n, a + window, a + n - scanned)
             fits = c.fits_range(vec, a, b)
-            if self.prefilter is not None:
+            if necessary is not None:
                 fitting += int(np.count_nonzero(fits))
-                good = (fits & self.prefilter.passing_range(pod, a, b)).nonzero()[0] + a
-            elif sure is not None:
-                fitting += int(np.count_nonzero(fits))
-                good = (fits & ~sure[a:b]).nonzero()[0] + a
+                good = (fits & necessary.passing_range(pod, a, b)).nonzero()[0] + a
             else:
                 good = fits.nonzero()[0] + a
                 fitting += int(good.size)

@@ -46,5 +46,16 @@ class SureRefusals:
         self._bytes += 0 if out is None else out.size
         return out
 
+    def passing(self, pod: Pod, candidates: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """For each candidate node index, False where the filter refuses ``pod`` for sure (the
+        prefilter's interface: the sample's necessary condition)."""
+        sure = self.mask(pod, pod.shape)
+        return np.ones(candidates.size, dtype=np.bool_) if sure is None else ~sure[candidates]
+
+    def passing_range(self, pod: Pod, a: int, b: int) -> np.ndarray[Any, Any]:
+        """:meth:`passing` for the nodes ``a .. b-1``."""
+        sure = self.mask(pod, pod.shape)
+        return np.ones(b - a, dtype=np.bool_) if sure is None else ~sure[a:b]
+
 
 __all__ = ["MEMO_BYTES", "MEMO_SIZE", "SureRefusals"]
