@@ -18,6 +18,8 @@ import hashlib
 from benchmarks.scheduler_bench import template
 
 PODS = 3000
+#: the most pods a run generates (a few minutes at the slowest profile)
+MAX_PODS = 100_000
 CELLS = {"5000x2": 2, "5000x8": 8}
 PROFILES = ("nrt-snn", "nrt-snn-least-numa", "nrt-snn-most-allocated", "nrt-snn-balanced")
 
@@ -52,6 +54,8 @@ def cell_arguments(module: str, doc: str, profiles: tuple[str, ...], argv: list[
     parser.add_argument("--profiles", default=",".join(profiles))
     parser.add_argument("--pods", type=int, default=PODS)
     args = parser.parse_args(argv)
+    if not 1 <= args.pods <= MAX_PODS:
+        parser.error(f"--pods must be between 1 and {MAX_PODS:,}, got {args.pods}")
     unknown = [c for c in args.cells if c not in CELLS]
     if unknown:
         parser.error(f"unknown cell(s) {', '.join(unknown)}; cells: {', '.join(CELLS)}")

@@ -19,3 +19,11 @@ def test_an_unknown_cell_is_refused() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["9x9"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("pods", ["0", "1000000000", "1e18", "x"])
+def test_a_pod_count_out_of_range_is_refused(pods: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["5000x2", "--pods", pods])
+    assert exc.value.code == 2
+    assert "--pods" in capsys.readouterr().err
